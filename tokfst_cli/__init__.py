@@ -1,0 +1,3 @@
+"""tokfst: compile and inspect tokenizer automata (Cognetta & Okazaki, seed 000)."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,107 @@
+"""Reading and writing files: atomic writes, the on-disk cache, OpenFst files (DESIGN.md, ``artifacts``).
+
+Nothing is ever half-written: data goes to a temporary file beside the target and is renamed
+into place. Cached artifacts live under ``$XDG_CACHE_HOME/tokfst`` (``TOKFST_CACHE`` overrides)
+and are named by tokenizer fingerprint and format version.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pynini
+
+from .errors import InputError, TokfstError
+
+FORMAT_VERSION = 1
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("TOKFST_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "tokfst")
+    return Path(root)
+
+
+def atomic_write(path: str | os.PathLike, writer: Callable[[str], None]) -> None:
+    """Call ``writer(tmp_path)`` and rename the result onto ``path``; remove it on failure."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        raise TokfstError(f"cannot write {path}: {e.strerror or e}", "check the directory and permissions") from None
+    os.close(fd)
+    try:
+        writer(tmp)
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def write_bytes(out: str | None, data: bytes) -> None:
+    """Write to OUT atomically, or to stdout when OUT is None or '-'."""
+    if out in (None, "-"):
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+        return
+    atomic_write(out, lambda tmp: Path(tmp).write_bytes(data))
+
+
+def fst_bytes(fst: pynini.Fst) -> bytes:
+    """The binary OpenFst serialization (vector format)."""
+    with tempfile.TemporaryDirectory() as d:
+        p = os.path.join(d, "x.fst")
+        fst.write(p)
+        return Path(p).read_bytes()
+
+
+def write_fst(out: str | None, fst: pynini.Fst) -> None:
+    if out in (None, "-"):
+        write_bytes(out, fst_bytes(fst))
+    else:
+        atomic_write(out, lambda tmp: fst.write(tmp))
+
+
+def read_fst(src: str) -> pynini.Fst:
+    """Read an OpenFst file (or '-' for stdin), with a one-line error for anything else."""
+    try:
+        if src == "-":
+            data = sys.stdin.buffer.read()
+            with tempfile.TemporaryDirectory() as d:
+                p = os.path.join(d, "in.fst")
+                Path(p).write_bytes(data)
+                return pynini.Fst.read(p)
+        if not os.path.isfile(src):
+            raise InputError(f"no such file: {src}", "give an existing .fst file")
+        return pynini.Fst.read(src)
+    except pynini.FstIOError:
+        raise InputError(f"{src} is not a readable OpenFst file", "give a .fst written by tokfst or OpenFst") from None
+
+
+def cached_fst(name: str, build: Callable[[], pynini.Fst]) -> pynini.Fst:
+    """Load ``name`` from the cache, or build it and store it (a corrupt entry is rebuilt)."""
+    path = cache_dir() / f"v{FORMAT_VERSION}-{name}.fst"
+    if path.exists():
+        try:
+            return pynini.Fst.read(str(path))
+        except pynini.FstIOError:
+            pass
+    fst = build()
+    try:
+        atomic_write(path, lambda tmp: fst.write(tmp))
+    except TokfstError:
+        pass  # an unwritable cache only costs time
+    return fst

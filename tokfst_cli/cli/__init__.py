@@ -1,0 +1,88 @@
+"""The ``tokfst`` command line: thin typer modules over the library core."""
+
+from __future__ import annotations
+
+import sys
+import traceback
+
+import click
+import typer
+
+from .. import __version__
+from ..errors import TokfstError
+from .common import STATE, say
+from .draw import draw_cmd
+from .pending import PENDING, make_pending
+from .promote import promote_cmd
+
+app = typer.Typer(
+    name="tokfst",
+    help="Compile and inspect tokenizer automata: promote regexes to token automata, "
+         "build canonical BPE/MaxMatch filters, draw and benchmark them.",
+    add_completion=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"tokfst {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def root(
+    debug: bool = typer.Option(False, "--debug", help="Show Python tracebacks on errors."),
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+) -> None:
+    """Compile and inspect tokenizer automata.
+
+    Exit codes: 0 ok, 1 runtime error (limits, empty result), 2 bad input or usage.
+    """
+    STATE["debug"] = debug
+
+
+ordered = ["compile-bpe", "compile-maxmatch", "promote", "canonical-check", "draw", "bench"]
+for _name in ordered:
+    if _name == "promote":
+        app.command("promote")(promote_cmd)
+    elif _name == "draw":
+        app.command("draw")(draw_cmd)
+    else:
+        app.command(_name, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(
+            make_pending(_name))
+
+
+def main() -> None:
+    """Entry point: one-line errors on stderr, exit codes 0/1/2, tracebacks only with --debug."""
+    command = typer.main.get_command(app)
+    try:
+        rc = command.main(prog_name="tokfst", standalone_mode=False)
+        sys.exit(rc if isinstance(rc, int) else 0)
+    except click.exceptions.Exit as e:
+        sys.exit(e.exit_code)
+    except click.exceptions.Abort:
+        say("tokfst: interrupted")
+        sys.exit(130)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(e.exit_code)
+    except TokfstError as e:
+        if STATE["debug"]:
+            traceback.print_exc()
+        say(f"tokfst: error: {e.one_line()}")
+        sys.exit(e.exit_code)
+    except BrokenPipeError:
+        sys.stderr.close()
+        sys.exit(1)
+    except KeyboardInterrupt:
+        say("tokfst: interrupted")
+        sys.exit(130)
+    except Exception as e:  # a bug: say so in one line unless --debug
+        if STATE["debug"]:
+            traceback.print_exc()
+        say(f"tokfst: internal error: {type(e).__name__}: {e} (rerun with --debug for a traceback)")
+        sys.exit(1)

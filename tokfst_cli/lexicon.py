@@ -1,0 +1,49 @@
+"""The character-to-subword transducer T (seed 000 Sec. 5.1, Alg. 6; seed 004 Sec. 2.3).
+
+A byte trie over the token surfaces, closed under concatenation: reading the last byte of a
+token emits the token and returns to the root, which is the start and only final state. T
+is epsilon-free and input-deterministic up to the emit/continue choice, so for a deterministic
+A, rmepsilon(PROJ(A o T)) is deterministic (Lemma 1) and needs no determinization.
+"""
+
+from __future__ import annotations
+
+import pynini
+
+from .artifacts import cached_fst
+from .symbols import byte_table, token_table
+from .tokenizer import TokenizerModel
+
+
+def build(model: TokenizerModel) -> pynini.Fst:
+    """T for every token that has a surface (added/special tokens are left out)."""
+    f = pynini.Fst()
+    one = pynini.Weight.one(f.weight_type())
+    root = f.add_state()
+    f.set_start(root)
+    f.set_final(root)
+    children: dict[tuple[int, int], int] = {}
+    for tid, surface in model.lexicon_items():
+        node = root
+        last = len(surface) - 1
+        for k, b in enumerate(surface):
+            if k == last:
+                f.add_arc(node, pynini.Arc(b + 1, tid + 1, one, root))
+                break
+            key = (node, b)
+            nxt = children.get(key)
+            if nxt is None:
+                nxt = children[key] = f.add_state()
+                f.add_arc(node, pynini.Arc(b + 1, 0, one, nxt))
+            node = nxt
+    f.arcsort("ilabel")
+    f.set_input_symbols(byte_table())
+    f.set_output_symbols(token_table(model))
+    return f
+
+
+def lexicon(model: TokenizerModel, cache: bool = True) -> pynini.Fst:
+    """T, built once per tokenizer and cached on disk by fingerprint."""
+    if not cache or not model.fingerprint:
+        return build(model)
+    return cached_fst(f"lexicon-{model.fingerprint}", lambda: build(model))

@@ -1,0 +1,62 @@
+"""Named OpenFst symbol tables: bytes, and tokens named for their tokenizer (DESIGN.md, Labels).
+
+Label 0 is epsilon; byte b is label b+1; token id t is label t+1. OpenFst's text formats split
+names on blanks, so names escape backslash, space and control characters as ``\\\\`` and
+``\\xNN``; ``unescape`` inverts ``escape`` exactly.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pynini
+
+from .tokenizer import TokenizerModel
+
+EPS = "<eps>"
+_UNESCAPE = re.compile(r"\\(\\|x[0-9a-f]{2})")
+
+
+def escape(name: str) -> str:
+    """A whitespace-free, reversible name for ``fstprint`` and text symbol files."""
+    if name == EPS:
+        return "\\x3ceps>"
+    out = []
+    for c in name:
+        o = ord(c)
+        if c == "\\":
+            out.append("\\\\")
+        elif o <= 0x20 or o == 0x7F or c in "\x85\xa0\u1680\u2028\u2029\u3000" or 0x2000 <= o <= 0x200A:
+            out.append(f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}")
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+def unescape(name: str) -> str:
+    name = re.sub(r"\\u([0-9a-f]{4})", lambda m: chr(int(m.group(1), 16)), name)
+    return _UNESCAPE.sub(lambda m: "\\" if m.group(1) == "\\" else chr(int(m.group(1)[1:], 16)), name)
+
+
+def byte_name(b: int) -> str:
+    return escape(chr(b)) if 0x21 <= b <= 0x7E else f"\\x{b:02x}"
+
+
+def byte_table() -> pynini.SymbolTable:
+    table = pynini.SymbolTable("tokfst-bytes")
+    table.add_symbol(EPS, 0)
+    for b in range(256):
+        table.add_symbol(byte_name(b), b + 1)
+    return table
+
+
+def token_table_name(model: TokenizerModel) -> str:
+    return f"tokfst-tokens-{model.fingerprint[:16]}"
+
+
+def token_table(model: TokenizerModel) -> pynini.SymbolTable:
+    table = pynini.SymbolTable(token_table_name(model))
+    table.add_symbol(EPS, 0)
+    for i, tok in enumerate(model.tokens):
+        table.add_symbol(escape(tok) if tok else f"<no-token-{i}>", i + 1)
+    return table

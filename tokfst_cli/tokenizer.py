@@ -1,0 +1,270 @@
+"""A neutral model of a Hugging Face ``tokenizer.json`` (DESIGN.md, module ``tokenizer``).
+
+Every token gets its *surface*: the bytes it spells (seed 000 Sec. 3.1, CHAR_Gamma).
+Byte-level BPE undoes GPT-2's bytes-to-unicode map; SentencePiece-style BPE reads "▁" as a
+space and ``<0xNN>`` as byte NN; WordPiece strips the continuation prefix and marks the piece
+word-internal. Added and special tokens have no surface and stay out of every automaton.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from .errors import InputError
+
+BUNDLED = ("gpt2",)
+_BYTE_TOKEN = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
+SPACE_MARK = "\u2581"  # "▁", SentencePiece's space
+
+
+@lru_cache(maxsize=1)
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's reversible map from the 256 bytes to printable code points."""
+    keep = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    table: dict[int, str] = {b: chr(b) for b in keep}
+    extra = 0
+    for b in range(256):
+        if b not in table:
+            table[b] = chr(256 + extra)
+            extra += 1
+    return table
+
+
+@lru_cache(maxsize=1)
+def unicode_to_bytes() -> dict[str, int]:
+    return {c: b for b, c in bytes_to_unicode().items()}
+
+
+@dataclass
+class TokenizerModel:
+    """What the automata need from a tokenizer: ids, surfaces, merges, options, fingerprint."""
+
+    family: str  # "bpe" | "wordpiece"
+    style: str  # "byte-level" | "sentencepiece" | "plain"
+    tokens: list[str]  # token string by id ("" for a gap in the id space)
+    surfaces: list[bytes | None]  # surface bytes by id; None = not in automata
+    word_internal: list[bool]  # WordPiece "##" piece / BPE continuing_subword_prefix
+    merges: list[tuple[int, int]] = field(default_factory=list)  # BPE, in rank order
+    options: dict[str, Any] = field(default_factory=dict)
+    special_ids: frozenset[int] = frozenset()
+    normalizer: Any = None
+    pre_tokenizer: Any = None
+    fingerprint: str = ""
+    source: str = ""
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.tokens)
+
+    def token_id(self, token: str) -> int | None:
+        return self._ids().get(token)
+
+    def _ids(self) -> dict[str, int]:
+        ids = self.__dict__.get("_id_cache")
+        if ids is None:
+            ids = {t: i for i, t in enumerate(self.tokens) if t or i == 0}
+            self.__dict__["_id_cache"] = ids
+        return ids
+
+    def lexicon_items(self) -> list[tuple[int, bytes]]:
+        """(id, surface) of every token that takes part in automata."""
+        return [(i, s) for i, s in enumerate(self.surfaces) if s]
+
+
+def resolve_path(name_or_path: str) -> Path:
+    """A path, or the name of a tokenizer bundled with the package (``gpt2``)."""
+    p = Path(name_or_path)
+    if p.exists():
+        return p
+    if name_or_path in BUNDLED:
+        return Path(str(resources.files("tokfst_cli") / "data" / f"{name_or_path}.json"))
+    raise InputError(
+        f"tokenizer file not found: {name_or_path}",
+        f"give a path to a tokenizer.json or a bundled name ({', '.join(BUNDLED)})",
+    )
+
+
+def load(name_or_path: str) -> TokenizerModel:
+    """Read a Hugging Face tokenizer.json (a path, or a bundled name)."""
+    path = resolve_path(name_or_path)
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InputError(f"cannot read tokenizer {path}: {e}", "give a valid tokenizer.json") from None
+    if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
+        raise InputError(f"{path} has no 'model' section", "give a Hugging Face tokenizer.json")
+    return from_json(data, source=str(path))
+
+
+def fingerprint_of(data: dict) -> str:
+    """sha256 over the parts that decide tokenization: model, normalizer, pre-tokenizer, added tokens."""
+    keys = ("model", "normalizer", "pre_tokenizer", "added_tokens")
+    blob = json.dumps({k: data.get(k) for k in keys}, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def _types(spec: Any) -> set[str]:
+    """All component types in a (possibly nested Sequence) normalizer/pre-tokenizer/decoder spec."""
+    out: set[str] = set()
+    if isinstance(spec, dict):
+        if "type" in spec:
+            out.add(spec["type"])
+        for key in ("normalizers", "pretokenizers", "decoders"):
+            for sub in spec.get(key) or []:
+                out |= _types(sub)
+    return out
+
+
+def _replaces_space(spec: Any) -> bool:
+    """Does a Replace component map " " to "▁" or back (SentencePiece-style BPE)?"""
+    if isinstance(spec, dict):
+        if spec.get("type") == "Replace":
+            pat = (spec.get("pattern") or {}).get("String")
+            if {pat, spec.get("content")} == {" ", SPACE_MARK}:
+                return True
+        for key in ("normalizers", "pretokenizers", "decoders"):
+            if any(_replaces_space(s) for s in spec.get(key) or []):
+                return True
+    return False
+
+
+def _style(data: dict) -> str:
+    parts = (data.get("normalizer"), data.get("pre_tokenizer"), data.get("decoder"))
+    types = set().union(*(_types(p) for p in parts))
+    if "ByteLevel" in types:
+        return "byte-level"
+    if "Metaspace" in types or any(_replaces_space(p) for p in parts):
+        return "sentencepiece"
+    return "plain"
+
+
+def _surface(token: str, style: str, byte_fallback: bool) -> bytes | None:
+    if byte_fallback:
+        m = _BYTE_TOKEN.match(token)
+        if m:
+            return bytes([int(m.group(1), 16)])
+    if style == "byte-level":
+        inv = unicode_to_bytes()
+        try:
+            return bytes(inv[c] for c in token)
+        except KeyError:
+            return None  # not spellable in byte-level alphabet
+    if style == "sentencepiece":
+        token = token.replace(SPACE_MARK, " ")
+    return token.encode("utf-8")
+
+
+def from_json(data: dict, source: str = "<json>") -> TokenizerModel:
+    """Build the neutral model from a parsed tokenizer.json."""
+    m = data["model"]
+    kind = m.get("type")
+    if kind is None:  # old files omit "type"; infer as HF does
+        kind = "BPE" if "merges" in m else "WordPiece" if "max_input_chars_per_word" in m else None
+    if kind in ("Unigram", "WordLevel"):
+        raise InputError(
+            f"{source}: {kind} models are not supported",
+            "tokfst handles BPE and WordPiece tokenizers",
+        )
+    if kind not in ("BPE", "WordPiece"):
+        raise InputError(f"{source}: unknown model type {kind!r}", "give a BPE or WordPiece tokenizer.json")
+    vocab = m.get("vocab")
+    if not isinstance(vocab, dict) or not vocab:
+        raise InputError(f"{source}: model.vocab is missing or empty", "give a complete tokenizer.json")
+    try:
+        size = max(int(i) for i in vocab.values()) + 1
+    except (TypeError, ValueError):
+        raise InputError(f"{source}: model.vocab ids must be integers", "give a valid tokenizer.json") from None
+    if size > 10 * len(vocab) + 1000:
+        raise InputError(f"{source}: vocabulary ids are too sparse (max id {size - 1})", "give a valid tokenizer.json")
+    tokens = [""] * size
+    for tok, i in vocab.items():
+        if i < 0:
+            raise InputError(f"{source}: negative token id {i} for {tok!r}", "give a valid tokenizer.json")
+        tokens[i] = tok
+
+    added = data.get("added_tokens") or []
+    special: set[int] = set()
+    for a in added:
+        aid = a.get("id")
+        if isinstance(aid, int):
+            special.add(aid)
+            if aid >= len(tokens):
+                tokens.extend([""] * (aid + 1 - len(tokens)))
+                tokens[aid] = a.get("content", "")
+
+    style = _style(data)
+    options: dict[str, Any] = {}
+    merges: list[tuple[int, int]] = []
+    prefix = m.get("continuing_subword_prefix") or ""
+    if kind == "BPE":
+        dropout = m.get("dropout")
+        if dropout not in (None, 0, 0.0):
+            raise InputError(
+                f"{source}: BPE dropout={dropout} makes tokenization random",
+                "set model.dropout to null; canonical tokenization needs a deterministic model",
+            )
+        for key in ("unk_token", "fuse_unk", "byte_fallback", "continuing_subword_prefix",
+                    "end_of_word_suffix", "ignore_merges"):
+            options[key] = m.get(key)
+        ids = {t: i for i, t in enumerate(tokens) if t}
+        for rank, mg in enumerate(m.get("merges") or []):
+            pair = mg.split(" ") if isinstance(mg, str) else mg
+            if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+                raise InputError(f"{source}: merge {rank} {mg!r} is not a pair", "write merges as 'a b' or [a, b]")
+            a, b = pair
+            if a not in ids or b not in ids or (a + b[len(prefix):] if prefix and b.startswith(prefix) else a + b) not in ids:
+                raise InputError(
+                    f"{source}: merge {rank} ({a!r}, {b!r}) uses or makes a token not in the vocabulary",
+                    "give a consistent tokenizer.json",
+                )
+            merges.append((ids[a], ids[b]))
+    else:
+        for key in ("unk_token", "continuing_subword_prefix", "max_input_chars_per_word"):
+            options[key] = m.get(key)
+        prefix = options["continuing_subword_prefix"] or "##"
+        options["continuing_subword_prefix"] = prefix
+
+    byte_fallback = bool(options.get("byte_fallback"))
+    suffix = options.get("end_of_word_suffix") or ""
+    surfaces: list[bytes | None] = []
+    internal: list[bool] = []
+    for i, tok in enumerate(tokens):
+        inner = False
+        text = tok
+        if prefix and text.startswith(prefix) and len(text) > len(prefix):
+            text, inner = text[len(prefix):], True
+        if suffix and text.endswith(suffix) and len(text) > len(suffix):
+            text = text[: -len(suffix)]
+        s = None if (i in special or not tok) else _surface(text, style, byte_fallback)
+        surfaces.append(s or None)
+        internal.append(inner)
+
+    return TokenizerModel(
+        family="bpe" if kind == "BPE" else "wordpiece",
+        style=style,
+        tokens=tokens,
+        surfaces=surfaces,
+        word_internal=internal,
+        merges=merges,
+        options=options,
+        special_ids=frozenset(special),
+        normalizer=data.get("normalizer"),
+        pre_tokenizer=data.get("pre_tokenizer"),
+        fingerprint=fingerprint_of(data),
+        source=source,
+    )
+
+
+def from_vocab(pieces: list[str]) -> TokenizerModel:
+    """A tiny plain vocabulary (for drawings such as seed 000 Fig. 3): surfaces are UTF-8."""
+    if not pieces or any(not p for p in pieces) or len(set(pieces)) != len(pieces):
+        raise InputError("the vocabulary must be non-empty and hold distinct, non-empty pieces", "e.g. --vocab a,b,ab")
+    data = {"model": {"type": "BPE", "vocab": {p: i for i, p in enumerate(pieces)}, "merges": []}}
+    return from_json(data, source="<vocab>")
