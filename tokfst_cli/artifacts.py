@@ -7,10 +7,11 @@ and are named by tokenizer fingerprint and format version.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pynini
@@ -75,6 +76,24 @@ def write_fst(out: str | None, fst: pynini.Fst) -> None:
         atomic_write(out, lambda tmp: fst.write(tmp))
 
 
+@contextlib.contextmanager
+def quiet_native_stderr() -> Iterator[None]:
+    """Silence OpenFst's own log lines (fd 2) while it reads, so errors stay one line."""
+    sys.stderr.flush()
+    try:
+        saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    except OSError:
+        yield
+        return
+    os.dup2(devnull, 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
 def read_fst(src: str) -> pynini.Fst:
     """Read an OpenFst file (or '-' for stdin), with a one-line error for anything else."""
     try:
@@ -83,10 +102,12 @@ def read_fst(src: str) -> pynini.Fst:
             with tempfile.TemporaryDirectory() as d:
                 p = os.path.join(d, "in.fst")
                 Path(p).write_bytes(data)
-                return pynini.Fst.read(p)
+                with quiet_native_stderr():
+                    return pynini.Fst.read(p)
         if not os.path.isfile(src):
             raise InputError(f"no such file: {src}", "give an existing .fst file")
-        return pynini.Fst.read(src)
+        with quiet_native_stderr():
+            return pynini.Fst.read(src)
     except pynini.FstIOError:
         raise InputError(f"{src} is not a readable OpenFst file", "give a .fst written by tokfst or OpenFst") from None
 
@@ -96,7 +117,8 @@ def cached_fst(name: str, build: Callable[[], pynini.Fst]) -> pynini.Fst:
     path = cache_dir() / f"v{FORMAT_VERSION}-{name}.fst"
     if path.exists():
         try:
-            return pynini.Fst.read(str(path))
+            with quiet_native_stderr():
+                return pynini.Fst.read(str(path))
         except pynini.FstIOError:
             pass
     fst = build()

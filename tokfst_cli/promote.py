@@ -28,9 +28,12 @@ class Promoted:
 
 
 def covers_all_bytes(model: TokenizerModel) -> bool:
-    """Is every byte 0-255 the surface of some single token?"""
-    singles = {s[0] for s in model.surfaces if s is not None and len(s) == 1}
-    return len(singles) == 256
+    """Is every byte 0-255 the surface of some single token? (computed once per model)"""
+    cached = model.__dict__.get("_covers_all_bytes")
+    if cached is None:
+        singles = {s[0] for s in model.surfaces if s is not None and len(s) == 1}
+        cached = model.__dict__["_covers_all_bytes"] = len(singles) == 256
+    return cached
 
 
 def count_arcs(fst: pynini.Fst) -> int:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 import traceback
 
-import click
 import typer
+from typer._click.exceptions import ClickException  # typer 0.29 vendors click
 
 from .. import __version__
 from ..errors import TokfstError
@@ -62,12 +62,12 @@ def main() -> None:
     try:
         rc = command.main(prog_name="tokfst", standalone_mode=False)
         sys.exit(rc if isinstance(rc, int) else 0)
-    except click.exceptions.Exit as e:
+    except typer.Exit as e:
         sys.exit(e.exit_code)
-    except click.exceptions.Abort:
+    except typer.Abort:
         say("tokfst: interrupted")
         sys.exit(130)
-    except click.ClickException as e:
+    except ClickException as e:
         e.show()
         sys.exit(e.exit_code)
     except TokfstError as e:

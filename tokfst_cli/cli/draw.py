@@ -1,10 +1,138 @@
-"""``tokfst draw`` (placeholder; replaced below)."""
+"""``tokfst draw``: an automaton to dot/svg/pdf/png (thin wrapper over ``tokfst_cli.draw``)."""
 
 from __future__ import annotations
 
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Optional
+
 import typer
 
+from .. import draw
+from ..artifacts import read_fst, write_bytes
+from ..errors import InputError
+from ..regex import compile_regex
+from .common import progress
 
-def draw_cmd() -> None:
-    """Draw an automaton."""
-    raise typer.Exit(2)
+
+class Format(str, Enum):
+    dot = "dot"
+    svg = "svg"
+    pdf = "pdf"
+    png = "png"
+
+
+def _split_paths(paths: list[str], built: bool) -> tuple[str | None, str | None]:
+    """(IN, OUT) from the positionals; with -e/--vocab there is no IN."""
+    if built:
+        if len(paths) > 1:
+            raise InputError(f"with -e or --vocab, give at most OUT, not {len(paths)} paths",
+                             "drop IN, or drop -e/--vocab to draw IN")
+        return None, paths[0] if paths else None
+    if not paths:
+        raise InputError("nothing to draw", "give IN (an .fst file, '-' = stdin), -e REGEX or --vocab PIECES")
+    if len(paths) > 2:
+        raise InputError(f"too many paths ({len(paths)})", "give IN and at most OUT")
+    return paths[0], paths[1] if len(paths) == 2 else None
+
+
+def _format(fmt: Format | None, out: str | None) -> str:
+    """--format, else OUT's suffix when it names a format, else dot."""
+    if fmt is not None:
+        return fmt.value
+    if out not in (None, "-"):
+        suffix = Path(out).suffix.lower().lstrip(".")
+        if suffix in draw.FORMATS:
+            return suffix
+    return "dot"
+
+
+def _stage_path(out: str, key: str, fmt: str) -> str:
+    """fig3.svg -> fig3-a.svg; fig3 -> fig3-a.<fmt>."""
+    p = Path(out)
+    suffix = p.suffix or f".{fmt}"
+    return str(p.with_name(f"{p.stem if p.suffix else p.name}-{key}{suffix}"))
+
+
+def draw_cmd(
+    first: Optional[str] = typer.Argument(
+        None, metavar="IN", help="An OpenFst file ('-' = stdin); absent with -e/--vocab, where the only path is OUT."),
+    second: Optional[str] = typer.Argument(None, metavar="OUT", help="Output file; absent or '-' = stdout."),
+    regex: Optional[str] = typer.Option(None, "-e", "--regex",
+                                        help="Draw the byte automaton A of this regex (Python re syntax, fullmatch)."),
+    vocab: Optional[str] = typer.Option(
+        None, "--vocab", metavar="PIECES",
+        help="A tiny comma-separated vocabulary, e.g. a,b,ab: draw its lexicon transducer T; "
+             "with -e, draw the promoted automaton MIN(PROJ(A o T))."),
+    stages: bool = typer.Option(False, "--stages",
+                                help="With -e and --vocab: write the five panels of seed 000 Fig. 3 "
+                                     "to OUT-a.EXT ... OUT-e.EXT (OUT required)."),
+    fmt: Optional[Format] = typer.Option(None, "--format",
+                                         help="dot, svg, pdf or png [default: from OUT's suffix, else dot]."),
+    max_arcs: int = typer.Option(12, "--max-arcs", min=1, metavar="N",
+                                 help="Draw at most N arcs per state; fold the rest into one '+K more' edge."),
+    title: Optional[str] = typer.Option(None, "--title", metavar="TEXT", help="A caption above the drawing."),
+) -> None:
+    """Draw an automaton as dot, svg, pdf or png (seed 000 Fig. 3, Sec. 5).
+
+    Draws IN (an OpenFst file such as the output of 'tokfst promote'), the byte automaton A of
+    a regex (-e), the lexicon transducer T of a tiny vocabulary (--vocab), or with both the
+    promoted token automaton MIN(PROJ(A o T)). The format is --format, else OUT's suffix
+    (.dot, .svg, .pdf, .png), else dot; stdout gets dot text by default, and pdf/png are not
+    written to a terminal. Layout is left to right (rankdir=LR) by Graphviz's dot program
+    (Debian package graphviz), which svg, pdf and png need.
+
+    Labels come from the embedded symbol tables: token names as they are (▁, Ġ kept), bytes
+    as characters or escapes such as \\x20 for non-printables, ε for epsilon; in:out for
+    transducers, one label for acceptors. The start state has an incoming arrow, final states
+    are double circles. Arcs between the same two states share one edge; past --max-arcs arcs,
+    a state's remaining arcs fold into one '+K more' edge.
+
+    --stages writes each panel of seed 000 Fig. 3 to its own file: (a) the character
+    automaton A, (b) the character-to-subword transducer T, (c) A o T, (d) PROJ(A o T), the
+    output projection before epsilon removal, and (e) MIN(PROJ(A o T)). OUT fig3.svg gives
+    fig3-a.svg ... fig3-e.svg; files are written only after all five have rendered.
+
+    \b
+    Examples:
+      tokfst draw -e abaabcc --vocab a,b,c,ab,abc,bc --stages fig3.svg
+      tokfst promote gpt2 -e '[0-9]{4}-[0-9]{2}' date.fst
+      tokfst draw date.fst date.png --max-arcs 5 --title 'YYYY-MM'
+      tokfst promote gpt2 -e '[0-9]+' | tokfst draw - | dot -Tsvg > digits.svg
+    """
+    built = regex is not None or vocab is not None
+    src, out = _split_paths([p for p in (first, second) if p is not None], built)
+    if stages:
+        if regex is None or vocab is None:
+            raise InputError("--stages needs both -e REGEX and --vocab PIECES",
+                             "e.g. tokfst draw -e abaabcc --vocab a,b,c,ab,abc,bc --stages fig3.svg")
+        if out in (None, "-"):
+            raise InputError("--stages writes five files and needs OUT", "give OUT such as fig3.svg")
+    kind = _format(fmt, out)
+    if kind in draw.BINARY_FORMATS and out in (None, "-") and sys.stdout.isatty():
+        raise InputError(f"refusing to write {kind} to a terminal", "give OUT or redirect stdout")
+
+    if stages:
+        with progress("drawing Fig. 3 panels"):
+            panels = draw.stages(regex, draw.parse_vocab(vocab))
+            rendered = {}
+            for key, fst in panels.items():
+                caption = draw.STAGE_CAPTIONS[key]
+                dot = draw.to_dot(fst, title=f"{title}: {caption}" if title else caption, max_arcs=max_arcs)
+                rendered[key] = draw.render(dot, kind)
+        for key, data in rendered.items():
+            write_bytes(_stage_path(out, key, kind), data)
+        return
+
+    if regex is not None and vocab is not None:
+        fst = draw.stages(regex, draw.parse_vocab(vocab))["e"]
+    elif regex is not None:
+        fst = compile_regex(regex).fst
+    elif vocab is not None:
+        fst = draw.vocab_lexicon(draw.parse_vocab(vocab))
+    else:
+        fst = read_fst(src)
+    with progress("drawing"):
+        data = draw.render(draw.to_dot(fst, title=title, max_arcs=max_arcs), kind)
+    write_bytes(out, data)

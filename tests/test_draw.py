@@ -1,0 +1,187 @@
+"""``tokfst draw`` and ``tokfst_cli.draw``: seed 000 Fig. 3 panels, folding, labels, errors."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pynini
+import pytest
+
+from tokfst_cli import draw
+
+PATTERN = "abaabcc"
+VOCAB = ["a", "b", "c", "ab", "abc", "bc"]
+SVG_TEXT = "{http://www.w3.org/2000/svg}text"
+DOT = "/usr/bin/dot"
+
+
+def tokfst(*args: str, stdin: bytes | None = None, env: dict | None = None,
+           cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tokfst_cli", *args], input=stdin, capture_output=True,
+                          env=env, cwd=cwd, timeout=60)
+
+
+def segmentations(text: str, pieces: list[str]) -> set[tuple[str, ...]]:
+    """All ways to write ``text`` as a sequence of ``pieces`` (brute force)."""
+    if not text:
+        return {()}
+    return {(p, *rest) for p in pieces if text.startswith(p) for rest in segmentations(text[len(p):], pieces)}
+
+
+def paths(fst: pynini.Fst) -> set[tuple[str, ...]]:
+    """Output-label names along every accepting path of an acyclic fst (epsilons skipped)."""
+    syms = fst.output_symbols()
+    zero = pynini.Weight.zero(fst.weight_type())
+    out: set[tuple[str, ...]] = set()
+
+    def walk(state: int, seq: tuple[str, ...]) -> None:
+        if fst.final(state) != zero:
+            out.add(seq)
+        for arc in fst.arcs(state):
+            walk(arc.nextstate, seq + ((syms.find(arc.olabel),) if arc.olabel else ()))
+
+    walk(fst.start(), ())
+    return out
+
+
+def svg_texts(data: bytes) -> list[str]:
+    return [t.text or "" for t in ET.fromstring(data).iter(SVG_TEXT)]
+
+
+def edge_labels(src: str) -> list[str]:
+    """The label of every edge statement in dot source."""
+    return [m.group(1) for m in re.finditer(r'-> \S+ \[label="?([^"\]]*?)"?[ \]]', src)]
+
+
+def has_epsilon(fst: pynini.Fst) -> bool:
+    return any(a.ilabel == 0 or a.olabel == 0 for s in fst.states() for a in fst.arcs(s))
+
+
+# --- seed 000 Fig. 3 -------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def panels() -> dict[str, pynini.Fst]:
+    return draw.stages(PATTERN, VOCAB)
+
+
+def test_fig3_panel_e_is_the_minimal_automaton_of_all_segmentations(panels):
+    expected = segmentations(PATTERN, VOCAB)
+    assert len(expected) == 8
+    e = panels["e"]
+    assert paths(e) == expected
+    assert not has_epsilon(e)
+    for s in e.states():  # deterministic
+        labels = [a.ilabel for a in e.arcs(s)]
+        assert len(labels) == len(set(labels))
+    # Myhill-Nerode: a trim minimal DFA has one state per distinct residual of a prefix.
+    residuals = {frozenset(w[k:] for w in expected if w[:k] == u[:k])
+                 for u in expected for k in range(len(u) + 1)}
+    assert e.num_states() == len(residuals)
+
+
+def test_fig3_panels_a_to_d(panels):
+    expected = segmentations(PATTERN, VOCAB)
+    a, t, c, d = panels["a"], panels["b"], panels["c"], panels["d"]
+    assert a.num_states() == len(PATTERN) + 1 and not has_epsilon(a)
+    assert paths(c) == expected  # A o T already writes the segmentations on its output side
+    assert has_epsilon(d) and paths(d) == expected
+    assert all(a.ilabel == a.olabel for s in d.states() for a in d.arcs(s))
+    assert t.num_states() == 4  # root + trie nodes for "a", "ab", "b"
+    dot_a, dot_b, dot_d = (draw.to_dot(f) for f in (a, t, d))
+    assert "rankdir=LR" in dot_a and dot_a.count("doublecircle") == 1
+    assert 'label="a:ε"' in dot_b and "c:abc" in dot_b  # transducers: in:out
+    assert "ε" in edge_labels(dot_d) and not any(":" in lab for lab in edge_labels(dot_d))  # acceptor
+
+
+def test_fig3_cli_writes_five_svg_panels(tmp_path):
+    r = tokfst("draw", "-e", PATTERN, "--vocab", ",".join(VOCAB), "--stages", str(tmp_path / "fig3.svg"))
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"fig3-{k}.svg" for k in "abcde"]
+    texts = {k: svg_texts((tmp_path / f"fig3-{k}.svg").read_bytes()) for k in "abcde"}
+    assert set(VOCAB) <= set(texts["e"]) and "ε" not in texts["e"]
+    assert "ε" in texts["d"] and "b:ab" in texts["c"] and "c:bc" in texts["b"]
+    assert any("MIN(PROJ(A" in t for t in texts["e"]) and any(t.startswith("(a)") for t in texts["a"])
+
+
+# --- folding, GPT-2, stdin -------------------------------------------------------------------
+
+def test_max_arcs_folds_the_rest_of_a_state():
+    f = pynini.Fst()
+    s, one, two = f.add_state(), f.add_state(), f.add_state()
+    f.set_start(s)
+    f.set_final(one)
+    for lab in range(1, 21):
+        f.add_arc(s, pynini.Arc(lab, lab, 0, one))
+    for lab in range(1, 6):
+        f.add_arc(one, pynini.Arc(lab, lab, 0, two if lab % 2 else one))
+    src = draw.to_dot(f, max_arcs=3)
+    assert '0 -> 1 [label="1, 2, 3\\n+17 more"]' in src  # one destination: folded into its edge
+    assert "+2 more\\n(to 2 states)" in src and "…" in src  # several destinations: an ellipsis node
+    assert "+" not in draw.to_dot(f, max_arcs=20)
+
+
+def test_gpt2_promoted_fst_with_max_arcs_and_stdin(tmp_path):
+    fst_path = tmp_path / "date.fst"
+    r = tokfst("promote", "gpt2", "--no-cache", "-e", "[0-9]{4}-[0-9]{2}", str(fst_path))
+    assert r.returncode == 0, r.stderr
+    fst = pynini.Fst.read(str(fst_path))
+    r = tokfst("draw", "-", "--max-arcs", "5", stdin=fst_path.read_bytes())
+    assert r.returncode == 0, r.stderr
+    src = r.stdout.decode("utf-8")
+    assert src.startswith("digraph") and "doublecircle" in src
+    assert f"+{fst.num_arcs(fst.start()) - 5} more" in src
+    assert "more" in src and '[label="-"]' in src  # GPT-2's "-" token, by name
+    r = tokfst("draw", str(fst_path), str(tmp_path / "date.png"), "--max-arcs", "5")
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "date.png").read_bytes().startswith(b"\x89PNG")
+
+
+# --- labels ----------------------------------------------------------------------------------
+
+def test_labels_are_escaped_and_compile_with_dot():
+    t = draw.vocab_lexicon([" a", "a\nb", "a\\b", 'x"y', "<s>", "▁c", "Ġd"])
+    src = draw.to_dot(t, title='quote " and <b>')
+    svg = subprocess.run([DOT, "-Tsvg"], input=src.encode("utf-8"), capture_output=True, check=True).stdout
+    texts = svg_texts(svg)
+    for shown in ["\\x20:ε", "a:\\x20a", "b:a\\x0ab", "b:a\\\\b", 'y:x"y', ">:<s>", "c:▁c", "d:Ġd",
+                  'quote " and <b>']:
+        assert shown in texts, shown
+    assert "\\xe2:ε" in texts  # non-ASCII bytes of a plain vocabulary as escapes
+
+
+# --- errors ----------------------------------------------------------------------------------
+
+def test_non_fst_input_is_a_one_line_usage_error(tmp_path):
+    bad = tmp_path / "bad.fst"
+    bad.write_text("not an fst\n")
+    r = tokfst("draw", str(bad), str(tmp_path / "out.svg"))
+    assert r.returncode == 2
+    lines = r.stderr.decode().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tokfst: error:") and "Traceback" not in r.stderr.decode()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.fst"]
+
+
+@pytest.mark.parametrize("args", [
+    ["-e", "ab", "--stages", "x.svg"],  # --stages without --vocab
+    ["-e", "ab", "--vocab", "a,b", "--stages"],  # --stages without OUT
+    ["-e", "ab", "in.fst", "out.dot"],  # IN together with -e
+    [],  # nothing to draw
+])
+def test_usage_errors_exit_2(tmp_path, args):
+    r = tokfst("draw", *args, cwd=tmp_path)
+    assert r.returncode == 2 and len(r.stderr.decode().splitlines()) == 1, r.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_missing_dot_binary_names_the_debian_package(tmp_path):
+    env = dict(os.environ, PATH=str(tmp_path / "empty"))
+    assert shutil.which("dot", path=env["PATH"]) is None
+    r = tokfst("draw", "-e", PATTERN, "--vocab", ",".join(VOCAB), "--stages", str(tmp_path / "f.png"), env=env)
+    assert r.returncode == 1 and "graphviz" in r.stderr.decode()
+    assert list(tmp_path.iterdir()) == []  # nothing half-written
