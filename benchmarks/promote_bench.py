@@ -481,7 +481,7 @@ def main(argv: list[str] | None = None) -> int:
                     equivalent = f"n/a ({type(e).__name__})"
                 entry: dict[str, Any] = {
                     "tokenizer": name, "no": no, "regex": pattern, "label": label,
-                    "byte_states": automaton.fst.num_states(), "char_states": automaton.char_states,
+                    "byte_states": automaton.fst.num_states(),
                     "states": result.states, "arcs": result.arcs, "minimized": result.minimized,
                     "index": index["stats"],
                     "warm": summary(warm_runs),

@@ -24,7 +24,7 @@ class InputError(TokfstError):
 
 
 class LimitError(TokfstError):
-    """An explicit size limit (``--max-states``, ``--max-arcs``) was exceeded (exit 1)."""
+    """An explicit size limit (``--max-states``) was exceeded (exit 1)."""
 
 
 class EmptyLanguageError(TokfstError):

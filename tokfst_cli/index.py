@@ -5,6 +5,7 @@ single allowed token can be advanced without calling the model (seed 000 Sec. 7)
 
 Format ``tokfst-index`` version 1 (JSON):
     format, version         "tokfst-index", 1
+    generator               "tokfst <version>"
     tokenizer               {fingerprint, source, vocab_size}
     regex                   the pattern
     initial                 initial state number

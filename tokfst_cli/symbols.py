@@ -1,8 +1,9 @@
 """Named OpenFst symbol tables: bytes, and tokens named for their tokenizer (DESIGN.md, Labels).
 
 Label 0 is epsilon; byte b is label b+1; token id t is label t+1. OpenFst's text formats split
-names on blanks, so names escape backslash, space and control characters as ``\\\\`` and
-``\\xNN``; ``unescape`` inverts ``escape`` exactly.
+names on blanks, so names escape backslash, whitespace and control characters as ``\\\\``,
+``\\xNN`` and ``\\uNNNN``; ``unescape`` inverts ``escape`` exactly. An unused id in the
+vocabulary is named ``\\gapN``, which ``escape`` never produces.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pynini
 from .tokenizer import TokenizerModel
 
 EPS = "<eps>"
-_UNESCAPE = re.compile(r"\\(\\|x[0-9a-f]{2})")
+_UNESCAPE = re.compile(r"\\(\\|x[0-9a-f]{2}|u[0-9a-f]{4})")
 
 
 def escape(name: str) -> str:
@@ -26,7 +27,7 @@ def escape(name: str) -> str:
         o = ord(c)
         if c == "\\":
             out.append("\\\\")
-        elif o <= 0x20 or o == 0x7F or c in "\x85\xa0\u1680\u2028\u2029\u3000" or 0x2000 <= o <= 0x200A:
+        elif o <= 0x20 or o == 0x7F or c.isspace():
             out.append(f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}")
         else:
             out.append(c)
@@ -34,7 +35,7 @@ def escape(name: str) -> str:
 
 
 def unescape(name: str) -> str:
-    name = re.sub(r"\\u([0-9a-f]{4})", lambda m: chr(int(m.group(1), 16)), name)
+    """Inverse of ``escape`` (one left-to-right pass)."""
     return _UNESCAPE.sub(lambda m: "\\" if m.group(1) == "\\" else chr(int(m.group(1)[1:], 16)), name)
 
 
@@ -58,5 +59,5 @@ def token_table(model: TokenizerModel) -> pynini.SymbolTable:
     table = pynini.SymbolTable(token_table_name(model))
     table.add_symbol(EPS, 0)
     for i, tok in enumerate(model.tokens):
-        table.add_symbol(escape(tok) if tok else f"<no-token-{i}>", i + 1)
+        table.add_symbol(escape(tok) if tok else f"\\gap{i}", i + 1)  # escape() never makes "\\g"
     return table

@@ -98,14 +98,12 @@ def load(name_or_path: str) -> TokenizerModel:
         data = json.loads(path.read_bytes())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise InputError(f"cannot read tokenizer {path}: {e}", "give a valid tokenizer.json") from None
-    if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
-        raise InputError(f"{path} has no 'model' section", "give a Hugging Face tokenizer.json")
     return from_json(data, source=str(path))
 
 
 def fingerprint_of(data: dict) -> str:
-    """sha256 over the parts that decide tokenization: model, normalizer, pre-tokenizer, added tokens."""
-    keys = ("model", "normalizer", "pre_tokenizer", "added_tokens")
+    """sha256 over what decides tokens and surfaces: model, normalizer, pre-tokenizer, decoder, added tokens."""
+    keys = ("model", "normalizer", "pre_tokenizer", "decoder", "added_tokens")
     blob = json.dumps({k: data.get(k) for k in keys}, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
@@ -163,6 +161,8 @@ def _surface(token: str, style: str, byte_fallback: bool) -> bytes | None:
 
 def from_json(data: dict, source: str = "<json>") -> TokenizerModel:
     """Build the neutral model from a parsed tokenizer.json."""
+    if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
+        raise InputError(f"{source} has no 'model' section", "give a Hugging Face tokenizer.json")
     m = data["model"]
     kind = m.get("type")
     if kind is None:  # old files omit "type"; infer as HF does

@@ -17,8 +17,11 @@ from .promote import promote_cmd
 
 app = typer.Typer(
     name="tokfst",
-    help="Compile and inspect tokenizer automata: promote regexes to token automata, "
-         "build canonical BPE/MaxMatch filters, draw and benchmark them.",
+    help="Compile and inspect tokenizer automata: promote regexes to token automata "
+         "(OpenFst files or JSON indexes), build canonical BPE/MaxMatch filters, draw and "
+         "benchmark them. Data goes to stdout, diagnostics to stderr.\n\n"
+         "Exit codes: 0 ok; 1 runtime error (a --max-states limit, an empty result); "
+         "2 bad input or usage (unreadable or unsupported tokenizer, bad regex, bad option).",
     add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
@@ -38,22 +41,19 @@ def root(
     debug: bool = typer.Option(False, "--debug", help="Show Python tracebacks on errors."),
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
 ) -> None:
-    """Compile and inspect tokenizer automata.
-
-    Exit codes: 0 ok, 1 runtime error (limits, empty result), 2 bad input or usage.
-    """
+    """Global options."""
     STATE["debug"] = debug
 
 
 ordered = ["compile-bpe", "compile-maxmatch", "promote", "canonical-check", "draw", "bench"]
 for _name in ordered:
     if _name == "promote":
-        app.command("promote")(promote_cmd)
+        app.command("promote", short_help="Promote a regex to a token automaton (.fst or JSON index).")(promote_cmd)
     elif _name == "draw":
-        app.command("draw")(draw_cmd)
+        app.command("draw", short_help="Draw an automaton as dot, svg, pdf or png.")(draw_cmd)
     else:
-        app.command(_name, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(
-            make_pending(_name))
+        app.command(_name, short_help=PENDING[_name][0] + " [not yet implemented]",
+                    context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(make_pending(_name))
 
 
 def main() -> None:

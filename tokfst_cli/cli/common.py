@@ -16,7 +16,7 @@ STATE = {"debug": False}
 err = Console(stderr=True, highlight=False, no_color=bool(os.environ.get("NO_COLOR")) or None)
 
 MAX_STATES_HELP = "Stop with an error instead of building an automaton with more states than this."
-MaxStates = typer.Option(1_000_000, "--max-states", min=1, help=MAX_STATES_HELP)
+MaxStates = typer.Option(1_000_000, "--max-states", min=1, metavar="N", help=MAX_STATES_HELP)
 
 
 def say(message: str) -> None:

@@ -66,8 +66,8 @@ def draw_cmd(
         help="A tiny comma-separated vocabulary, e.g. a,b,ab: draw its lexicon transducer T; "
              "with -e, draw the promoted automaton MIN(PROJ(A o T))."),
     stages: bool = typer.Option(False, "--stages",
-                                help="With -e and --vocab: write the five panels of seed 000 Fig. 3 "
-                                     "to OUT-a.EXT ... OUT-e.EXT (OUT required)."),
+                                help="With -e and --vocab: write the five panels of seed 000 Fig. 3, "
+                                     "OUT fig3.svg giving fig3-a.svg ... fig3-e.svg (OUT required)."),
     fmt: Optional[Format] = typer.Option(None, "--format",
                                          help="dot, svg, pdf or png [default: from OUT's suffix, else dot]."),
     max_arcs: int = typer.Option(12, "--max-arcs", min=1, metavar="N",

@@ -1,0 +1,47 @@
+# tokfst: `make demo` and `make test` set everything up on a fresh Debian machine.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+REGEX  ?= [0-9]{4}-[0-9]{2}-[0-9]{2}
+
+.PHONY: setup system-deps demo test bench docs docs-check clean
+
+setup: system-deps $(BIN)/.installed
+
+# Debian's graphviz (dot) and libfst-tools (fstinfo, fstprint, fstdraw, ...), unless present.
+system-deps:
+	@command -v dot >/dev/null && command -v fstinfo >/dev/null || { \
+	  $(SUDO) apt-get update -qq && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq graphviz libfst-tools >/dev/null; }
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+# The main job on the bundled GPT-2 tokenizer: promote a regex, write the .fst, its index
+# and drawings into artifacts/, and show that OpenFst's own tools read the result.
+demo: setup
+	$(BIN)/tokfst promote gpt2 -e '$(REGEX)' artifacts/date.fst -v
+	$(BIN)/tokfst promote gpt2 -e '$(REGEX)' --format index artifacts/date.index.json
+	$(BIN)/tokfst draw artifacts/date.fst artifacts/date.svg --max-arcs 6 --title 'GPT-2: $(REGEX)'
+	$(BIN)/tokfst draw -e abaabcc --vocab a,b,c,ab,abc,bc --stages artifacts/fig3.svg
+	fstinfo artifacts/date.fst | head -8
+	@ls -l artifacts/
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+bench: setup
+	$(BIN)/python benchmarks/promote_bench.py --json artifacts/promote_bench.json
+
+docs: setup
+	$(BIN)/python scripts/gen_docs.py
+
+docs-check: setup
+	$(BIN)/python scripts/gen_docs.py --check
+
+clean:
+	rm -rf $(VENV) artifacts/*.fst artifacts/*.svg artifacts/*.json

@@ -1,0 +1,511 @@
+"""The installed ``tokfst`` console script, run as a subprocess.
+
+Covers: help and the pending subcommands; ``promote`` output read back by the OpenFst tools,
+stdout vs OUT, -e vs -f FILE vs -f -, symbol table names and labels (checked against HF's
+vocabulary); the JSON index against its documented schema and against the .fst of the same
+arguments; the lexicon cache (reuse, corrupt entries); bad input (exit code, one stderr line,
+nothing left behind, tracebacks only with --debug); no ANSI codes without a terminal or with
+NO_COLOR.
+
+Subprocesses that do not depend on each other run concurrently to keep the file fast.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import subprocess
+import sys
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pynini
+import pytest
+from tokenizers import Tokenizer, models
+
+from tokfst_cli import index as index_mod
+from tokfst_cli import symbols
+
+from .conftest import TOKENIZERS, real
+from .helpers import SIX_REGEXES
+
+TOKFST = Path(sys.executable).with_name("tokfst")
+SUBCOMMANDS = ["compile-bpe", "compile-maxmatch", "promote", "canonical-check", "draw", "bench"]
+PENDING = ["compile-bpe", "compile-maxmatch", "canonical-check", "bench"]
+REAL = ["gpt2", "llama2", "bert"]
+TOK_ARG = {"gpt2": "gpt2", "llama2": str(TOKENIZERS["llama2"]), "bert": str(TOKENIZERS["bert"])}
+PATTERN = SIX_REGEXES["date"]
+ANSI = re.compile(rb"\x1b")
+SGR = re.compile(rb"\x1b\[[0-9;]*m")
+COLOR_VARS = ("NO_COLOR", "FORCE_COLOR", "CLICOLOR_FORCE", "TTY_COMPATIBLE", "TTY_INTERACTIVE")
+
+
+@dataclass
+class Run:
+    args: tuple
+    rc: int
+    out: bytes
+    err: bytes
+
+    @property
+    def err_lines(self) -> list[str]:
+        return self.err.decode("utf-8", "replace").splitlines()
+
+
+def make_env(cache: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in COLOR_VARS}
+    env["TOKFST_CACHE"] = str(cache)
+    env.update(extra)
+    return env
+
+
+def tokfst(*args, env: dict, stdin: bytes | None = None, cwd: Path | None = None) -> Run:
+    assert TOKFST.is_file(), f"the console script is not installed at {TOKFST}"
+    p = subprocess.run([str(TOKFST), *map(str, args)], input=stdin if stdin is not None else b"",
+                       capture_output=True, env=env, cwd=cwd, timeout=120)
+    return Run(tuple(args), p.returncode, p.stdout, p.stderr)
+
+
+def run_many(jobs: dict, workers: int = 3) -> dict:
+    """{key: (args, kwargs)} -> {key: Run}, run concurrently."""
+    with ThreadPoolExecutor(workers) as pool:
+        futures = {k: pool.submit(tokfst, *a, **kw) for k, (a, kw) in jobs.items()}
+        return {k: f.result() for k, f in futures.items()}
+
+
+def tool(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([str(a) for a in args], capture_output=True, timeout=120)
+
+
+def file_stats(d: Path) -> dict[str, tuple[int, int]]:
+    return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in d.iterdir()}
+
+
+# --- help and pending subcommands -------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def help_runs(tmp_path_factory):
+    env = make_env(tmp_path_factory.mktemp("help-cache"))
+    jobs = {"root": (("--help",), {"env": env})}
+    jobs.update({("help", c): ((c, "--help"), {"env": env}) for c in SUBCOMMANDS})
+    jobs.update({("pending", c): ((c,), {"env": env}) for c in PENDING})
+    jobs[("pending-args", "bench")] = (("bench", "--quick", "x"), {"env": env})
+    return run_many(jobs)
+
+
+def test_root_help_lists_the_six_subcommands(help_runs):
+    r = help_runs["root"]
+    assert r.rc == 0 and not r.err
+    text = r.out.decode()
+    section = text.split("Commands:", 1)[1]
+    listed = [m.group(1) for m in re.finditer(r"^  (\S+)\s", section, re.M)]
+    assert sorted(listed) == sorted(SUBCOMMANDS)
+
+
+@pytest.mark.parametrize("cmd", SUBCOMMANDS)
+def test_subcommand_help(help_runs, cmd):
+    r = help_runs[("help", cmd)]
+    assert r.rc == 0, r.err
+    assert f"tokfst {cmd}" in r.out.decode()
+    assert not r.err
+
+
+@pytest.mark.parametrize("key", [("pending", c) for c in PENDING] + [("pending-args", "bench")],
+                         ids=lambda k: "-".join(k))
+def test_pending_subcommands_exit_2_with_one_line(help_runs, key):
+    r = help_runs[key]
+    assert r.rc == 2
+    assert r.out == b""
+    assert len(r.err_lines) == 1 and key[1] in r.err_lines[0]
+    assert b"Traceback" not in r.err and not ANSI.search(r.err)
+
+
+# --- promote on the real tokenizers -----------------------------------------------------------
+
+@dataclass
+class Promoted:
+    dir: Path
+    cache: Path
+    runs: dict
+    cold_cache: dict  # cache file stats right after the first runs
+    warm_cache: dict  # ... and after all the others
+
+    def fst(self, tok: str) -> Path:
+        return self.dir / f"{tok}.fst"
+
+    def index(self, tok: str) -> Path:
+        return self.dir / f"{tok}.json"
+
+
+@pytest.fixture(scope="module")
+def promoted(tmp_path_factory) -> Promoted:
+    cache = tmp_path_factory.mktemp("cli-cache")
+    d = tmp_path_factory.mktemp("cli-out")
+    env = make_env(cache)
+    regex_file = d / "pattern.txt"
+    regex_file.write_text(PATTERN + "\n", encoding="utf-8")
+    # Cold cache: one run per tokenizer builds its lexicon.
+    runs = run_many({(t, "file"): (("promote", TOK_ARG[t], d / f"{t}.fst", "-e", PATTERN), {"env": env})
+                     for t in REAL})
+    cold = file_stats(cache)
+    jobs = {}
+    for t in REAL:
+        jobs[(t, "stdout")] = (("promote", TOK_ARG[t], "-e", PATTERN), {"env": env})
+        jobs[(t, "dash")] = (("promote", TOK_ARG[t], "-", "-e", PATTERN), {"env": env})
+        jobs[(t, "index")] = (("promote", TOK_ARG[t], d / f"{t}.json", "-e", PATTERN, "--format", "index"),
+                              {"env": env})
+    for t in ("bert",):
+        jobs[(t, "-f file")] = (("promote", TOK_ARG[t], "-f", regex_file), {"env": env})
+        jobs[(t, "-f -")] = (("promote", TOK_ARG[t], "-f", "-"), {"env": env, "stdin": PATTERN.encode()})
+    runs.update(run_many(jobs))
+    return Promoted(d, cache, runs, cold, file_stats(cache))
+
+
+@pytest.mark.parametrize("tok", REAL)
+def test_promote_runs_cleanly(promoted, tok):
+    for (t, kind), r in promoted.runs.items():
+        if t == tok:
+            assert r.rc == 0, (kind, r.err)
+            assert r.err == b"", kind
+
+
+@pytest.mark.parametrize("tok", REAL)
+def test_openfst_tools_read_the_output(promoted, tok, tmp_path):
+    path = promoted.fst(tok)
+    for cmd in (["fstinfo", path], ["fstprint", path], ["fstdraw", path]):
+        p = tool(*cmd)
+        assert p.returncode == 0, (cmd, p.stderr)
+        assert p.stdout.strip(), cmd
+    assert b"digraph" in tool("fstdraw", path).stdout
+
+
+@pytest.mark.parametrize("tok", REAL)
+def test_stdout_gets_the_same_bytes(promoted, tok):
+    data = promoted.fst(tok).read_bytes()
+    assert data
+    assert promoted.runs[(tok, "stdout")].out == data
+    assert promoted.runs[(tok, "dash")].out == data
+    assert not (promoted.dir / "-").exists()
+
+
+@pytest.mark.parametrize("tok", ["bert"])
+def test_regex_file_and_stdin_equal_dash_e(promoted, tok):
+    data = promoted.fst(tok).read_bytes()
+    assert promoted.runs[(tok, "-f file")].out == data
+    assert promoted.runs[(tok, "-f -")].out == data
+
+
+@pytest.mark.parametrize("tok", REAL)
+def test_symbol_tables_are_named_by_fingerprint(promoted, tok):
+    model = real(tok)[0]
+    info = tool("fstinfo", promoted.fst(tok)).stdout.decode()
+    tables = dict(re.findall(r"^(input|output) symbol table\s+(\S+)$", info, re.M))
+    expected = f"tokfst-tokens-{model.fingerprint[:16]}"
+    assert tables == {"input": expected, "output": expected}
+
+
+@pytest.mark.parametrize("tok", REAL)
+def test_labels_are_token_ids_plus_one(promoted, tok):
+    _, _, hf = real(tok)
+    named = tool("fstprint", promoted.fst(tok)).stdout.decode("utf-8").splitlines()
+    numeric = tool("fstprint", "--numeric=true", promoted.fst(tok)).stdout.decode().splitlines()
+    assert len(named) == len(numeric)
+    special = set(hf.get_added_tokens_decoder())
+    arcs = 0
+    for a, b in zip(named, numeric):
+        fa, fb = a.split("\t"), b.split("\t")
+        if len(fb) < 3:
+            assert fa == fb  # final state lines
+            continue
+        arcs += 1
+        label = int(fb[2])
+        assert fb[2] == fb[3]  # an acceptor
+        assert label - 1 not in special
+        assert symbols.unescape(fa[2]) == hf.id_to_token(label - 1)
+    assert arcs > 0
+
+
+# --- the JSON index ---------------------------------------------------------------------------
+
+def documented_schema() -> dict:
+    """{key: description} of the index format, and nested key sets, parsed from index.py's docstring."""
+    doc = index_mod.__doc__
+    block = doc.split("(JSON):", 1)[1]
+    top: dict[str, str] = {}
+    for line in block.splitlines():
+        if not line.strip():
+            continue
+        m = re.match(r"^ {4}(\S.*?)\s{2,}(\S.*)$", line)
+        assert m, f"unparsable schema line {line!r}"
+        for key in m.group(1).split(","):
+            top[key.strip()] = m.group(2)
+    nested = {}
+    for key, desc in top.items():
+        if "{" in desc:
+            inner = desc[desc.index("{") + 1: desc.rindex("}")]
+            nested[key] = (set(re.findall(r'"(\w+)"\s*:', inner)) if '"' in inner
+                           else {k.strip() for k in inner.split(",")})
+    return {"top": top, "nested": nested}
+
+
+def test_the_docstring_schema_parses():
+    schema = documented_schema()
+    assert {"format", "version", "masks", "states", "stats", "tokenizer"} <= set(schema["top"])
+    assert {"tokenizer", "states", "stats"} <= set(schema["nested"])
+
+
+@pytest.mark.parametrize("tok", REAL)
+def test_index_follows_the_documented_schema(promoted, tok):
+    assert promoted.runs[(tok, "index")].out == b""
+    idx = json.loads(promoted.index(tok).read_text(encoding="utf-8"))
+    schema = documented_schema()
+    assert set(schema["top"]) <= set(idx)
+    fmt, version = json.loads("[" + schema["top"]["format"] + "]")
+    assert idx["format"] == fmt and idx["version"] == version
+    assert set(idx["tokenizer"]) == schema["nested"]["tokenizer"]
+    assert set(idx["stats"]) == schema["nested"]["stats"]
+    assert all(set(st) == schema["nested"]["states"] for st in idx["states"])
+    model, _, hf = real(tok)
+    assert idx["tokenizer"]["fingerprint"] == model.fingerprint
+    assert idx["tokenizer"]["vocab_size"] == hf.get_vocab_size()
+    assert idx["regex"] == PATTERN
+    assert isinstance(idx["initial"], int) and 0 <= idx["initial"] < len(idx["states"])
+    assert idx["finals"] == sorted(set(idx["finals"]))
+    for mask in idx["masks"]:
+        assert mask == sorted(set(mask))
+        assert all(isinstance(t, int) and 0 <= t < hf.get_vocab_size() for t in mask)
+    assert all(isinstance(v, int) for v in idx["stats"].values())
+
+
+def test_index_has_no_undocumented_keys(promoted):
+    idx = json.loads(promoted.index("bert").read_text(encoding="utf-8"))
+    assert set(idx) == set(documented_schema()["top"])
+
+
+@pytest.mark.parametrize("tok", REAL)
+def test_index_agrees_with_the_fst(promoted, tok):
+    idx = json.loads(promoted.index(tok).read_text(encoding="utf-8"))
+    fst = pynini.Fst.read(str(promoted.fst(tok)))
+    zero = pynini.Weight.zero(fst.weight_type())
+    assert len(idx["states"]) == fst.num_states()
+    assert idx["initial"] == fst.start()
+    assert idx["finals"] == [s for s in fst.states() if fst.final(s) != zero]
+    for s in fst.states():
+        arcs = sorted((a.ilabel - 1, a.nextstate) for a in fst.arcs(s))
+        st = idx["states"][s]
+        assert idx["masks"][st["mask"]] == [t for t, _ in arcs], s
+        assert st["next"] == [n for _, n in arcs], s
+    # stats, recomputed from the masks and states alone
+    per_state = Counter(tuple(idx["masks"][st["mask"]]) for st in idx["states"])
+    assert len(per_state) == len(idx["masks"])  # one mask per distinct set
+    assert idx["stats"] == {
+        "states": fst.num_states(),
+        "arcs": sum(fst.num_arcs(s) for s in fst.states()),
+        "masks": len(per_state),
+        "states_in_shared_masks": sum(n for n in per_state.values() if n > 1),
+        "single_token_states": sum(1 for st in idx["states"] if len(st["next"]) == 1),
+        "final_only_states": sum(1 for st in idx["states"] if not st["next"]),
+    }
+    assert idx["stats"]["states_in_shared_masks"] > 0  # the date regex really shares masks
+
+
+# --- the lexicon cache ------------------------------------------------------------------------
+
+def test_lexicon_cache_is_written_once_and_reused(promoted):
+    fingerprints = {t: real(t)[0].fingerprint for t in REAL}
+    names = sorted(promoted.cold_cache)
+    assert len(names) == len(REAL)  # one entry per tokenizer, no temp files
+    for t, fp in fingerprints.items():
+        assert sum(fp in n for n in names) == 1, t
+    # Eleven more runs later, the entries are the very same files (not rewritten).
+    assert promoted.warm_cache == promoted.cold_cache
+
+
+def test_no_cache_writes_no_cache_file(tmp_path):
+    cache = tmp_path / "cache"
+    r = tokfst("promote", TOK_ARG["bert"], tmp_path / "x.fst", "-e", "ab+", "--no-cache", env=make_env(cache))
+    assert r.rc == 0, r.err
+    assert not cache.exists() or not list(cache.iterdir())
+
+
+DAMAGE = ("garbage", "empty", "truncated")
+
+
+@pytest.fixture(scope="module")
+def damaged(promoted, tmp_path_factory):
+    """Promote BERT once per kind of damage done to its cached lexicon."""
+    fp = real("bert")[0].fingerprint
+    (good,) = [p for p in promoted.cache.iterdir() if fp in p.name]
+    data = good.read_bytes()
+    jobs, dirs = {}, {}
+    for damage in DAMAGE:
+        d = dirs[damage] = tmp_path_factory.mktemp(f"damaged-{damage}")
+        (d / "cache").mkdir()
+        bad = {"garbage": os.urandom(4096), "empty": b"", "truncated": data[: len(data) // 2]}[damage]
+        (d / "cache" / good.name).write_bytes(bad)
+        jobs[damage] = (("promote", TOK_ARG["bert"], d / "out.fst", "-e", PATTERN), {"env": make_env(d / "cache")})
+    return good, dirs, run_many(jobs)
+
+
+@pytest.mark.parametrize("damage", DAMAGE)
+def test_corrupt_cache_entry_is_rebuilt_silently(promoted, damaged, damage):
+    good, dirs, runs = damaged
+    r, d = runs[damage], dirs[damage]
+    assert r.rc == 0, r.err
+    assert r.err == b""  # in particular no OpenFst "ERROR: ..." lines
+    assert (d / "out.fst").read_bytes() == promoted.fst("bert").read_bytes()
+    # The entry was rebuilt: a readable FST equal to the good one, and nothing else was left.
+    entry = d / "cache" / good.name
+    assert tool("fstequal", entry, good).returncode == 0
+    assert sorted(p.name for p in (d / "cache").iterdir()) == [good.name]
+
+
+# --- bad input --------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("inputs")
+    letters = [chr(c) for c in range(ord("a"), ord("z") + 1)] + list("0123456789-")
+    vocab = {c: i for i, c in enumerate(letters)}
+    vocab.update({"ab": len(vocab), "abc": len(vocab) + 1})
+    small = Tokenizer(models.BPE(vocab, [("a", "b"), ("ab", "c")]))
+    (d / "small.json").write_text(small.to_str(), encoding="utf-8")
+    (d / "bad.json").write_text('{"model": {"type": "BPE",', encoding="utf-8")
+    (d / "unigram.json").write_text(Tokenizer(models.Unigram([("a", -1.0), ("b", -2.0)], 0)).to_str(),
+                                    encoding="utf-8")
+    (d / "empty.txt").write_text("", encoding="utf-8")
+    (d / "pattern.txt").write_text("ab", encoding="utf-8")
+    return d
+
+
+# name: (args after "promote" with {i} = inputs dir, expected exit code, text naming the problem)
+BAD = {
+    "missing tokenizer": (["{i}/nope.json", "-e", "ab"], 2, "nope.json"),
+    "invalid json": (["{i}/bad.json", "-e", "ab"], 2, "bad.json"),
+    "unigram": (["{i}/unigram.json", "-e", "ab"], 2, "Unigram"),
+    "bad regex syntax": (["{i}/small.json", "-e", "(ab"], 2, "(ab"),
+    "backreference": (["{i}/small.json", "-e", r"(a)\1"], 2, r"(a)\\1"),
+    "lookbehind": (["{i}/small.json", "-e", "(?<=a)b"], 2, "(?<=a)b"),
+    "both -e and -f": (["{i}/small.json", "-e", "ab", "-f", "{i}/pattern.txt"], 2, "-e"),
+    "neither -e nor -f": (["{i}/small.json"], 2, "-e"),
+    "empty regex file": (["{i}/small.json", "-f", "{i}/empty.txt"], 2, "empty.txt"),
+    "empty language": ([TOK_ARG["bert"], "-e", "John"], 1, "John"),
+    "max-states": (["{i}/small.json", "--max-states", "2", "-e", "[a-z]{3}-[0-9]{3}"], 1, "max-states"),
+}
+
+
+# Also run with --format index (the other writer): input, runtime and limit errors.
+INDEX_TOO = ("invalid json", "lookbehind", "empty language", "max-states")
+
+
+@pytest.fixture(scope="module")
+def bad_runs(tmp_path_factory, inputs, promoted):
+    env = make_env(promoted.cache)  # warm: BERT's lexicon is cached
+    jobs, dirs = {}, {}
+    for name, (args, _, _) in BAD.items():
+        variants = ((False, "fst"), (True, "fst")) + (((False, "index"),) if name in INDEX_TOO else ())
+        for debug, fmt in variants:
+            out = tmp_path_factory.mktemp("bad")
+            dirs[(name, debug, fmt)] = out
+            argv = (["--debug"] if debug else []) + ["promote"] + [a.replace("{i}", str(inputs)) for a in args]
+            argv += [str(out / "result.out"), "--format", fmt]
+            jobs[(name, debug, fmt)] = (argv, {"env": env, "cwd": out})
+    return run_many(jobs), dirs
+
+
+@pytest.mark.parametrize("name,fmt", [(n, "fst") for n in BAD] + [(n, "index") for n in INDEX_TOO])
+def test_bad_input_one_line_exit_code_nothing_written(bad_runs, name, fmt):
+    runs, dirs = bad_runs
+    _, code, needle = BAD[name]
+    r = runs[(name, False, fmt)]
+    assert r.rc == code, r.err
+    assert r.out == b""
+    assert len(r.err_lines) == 1, r.err_lines
+    line = r.err_lines[0]
+    assert line.startswith("tokfst") and needle in line
+    assert "Traceback" not in line
+    assert not ANSI.search(r.err)
+    assert list(dirs[(name, False, fmt)].iterdir()) == []  # no OUT, no temp file
+
+
+@pytest.mark.parametrize("name", list(BAD))
+def test_debug_shows_a_traceback(bad_runs, name):
+    runs, dirs = bad_runs
+    plain, debug = runs[(name, False, "fst")], runs[(name, True, "fst")]
+    assert debug.rc == plain.rc
+    assert "Traceback (most recent call last)" in debug.err.decode()
+    assert debug.err_lines[-1] == plain.err_lines[0]
+    assert list(dirs[(name, True, "fst")].iterdir()) == []
+
+
+def test_existing_out_is_untouched_on_error(inputs, tmp_path, promoted):
+    out = tmp_path / "keep.fst"
+    out.write_bytes(b"previous contents")
+    before = out.stat().st_ino
+    r = tokfst("promote", inputs / "small.json", out, "--max-states", "2", "-e", "[a-z]{3}-[0-9]{3}",
+               env=make_env(promoted.cache), cwd=tmp_path)
+    assert r.rc == 1 and len(r.err_lines) == 1
+    assert out.read_bytes() == b"previous contents" and out.stat().st_ino == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.fst"]
+
+
+def test_missing_out_directory_is_not_created_on_error(inputs, tmp_path, promoted):
+    r = tokfst("promote", inputs / "small.json", tmp_path / "new" / "x.fst", "-e", "(?<=a)b",
+               env=make_env(promoted.cache))
+    assert r.rc == 2
+    assert not (tmp_path / "new").exists()
+
+
+# --- colour -----------------------------------------------------------------------------------
+
+def test_no_ansi_codes_on_a_pipe(inputs, tmp_path, promoted):
+    # (Every bad-input run above is also checked for ANSI codes without NO_COLOR.)
+    env = make_env(promoted.cache, TERM="xterm-256color")
+    small = inputs / "small.json"
+    jobs = {
+        ("non-tty", "verbose"): (("promote", small, tmp_path / "v.fst", "-e", "ab+", "-v"), {"env": env}),
+        ("non-tty", "usage"): (("promote",), {"env": env}),
+        ("NO_COLOR", "verbose"): (("promote", small, tmp_path / "w.fst", "-e", "ab+", "-v"),
+                                  {"env": {**env, "NO_COLOR": "1"}}),
+        ("NO_COLOR", "error"): (("promote", small, "-e", "(?<=a)b"), {"env": {**env, "NO_COLOR": "1"}}),
+    }
+    runs = run_many(jobs)
+    for k, r in runs.items():
+        assert r.rc == (0 if k[1] == "verbose" else 2), (k, r.err)
+        assert r.err, k  # there is something to check
+        assert not ANSI.search(r.err), (k, r.err)
+
+
+def _stderr_on_a_tty(args, env) -> tuple[int, bytes]:
+    master, slave = pty.openpty()
+    try:
+        p = subprocess.run([str(TOKFST), *map(str, args)], stdin=subprocess.DEVNULL,
+                           stdout=subprocess.DEVNULL, stderr=slave, env=env, timeout=120)
+    finally:
+        os.close(slave)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(master)
+    return p.returncode, b"".join(chunks)
+
+
+def test_no_color_on_a_terminal(inputs, promoted):
+    args = ("promote", inputs / "small.json", "-e", "[0-9]{3}", "-v", "--format", "index")
+    env = make_env(promoted.cache, TERM="xterm-256color")
+    rc, coloured = _stderr_on_a_tty(args, env)
+    assert rc == 0
+    assert SGR.search(coloured)  # control: on a terminal the spinner is coloured ...
+    rc, plain = _stderr_on_a_tty(args, {**env, "NO_COLOR": "1"})
+    assert rc == 0 and b"states" in plain
+    assert not SGR.search(plain)  # ... and NO_COLOR removes every colour code
