@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pynini
 import pytest
+
+from tokfst_cli.cli import pending
 from tokenizers import Tokenizer, models
 
 from tokfst_cli import index as index_mod
@@ -35,7 +37,7 @@ from .helpers import SIX_REGEXES
 
 TOKFST = Path(sys.executable).with_name("tokfst")
 SUBCOMMANDS = ["compile-bpe", "compile-maxmatch", "promote", "canonical-check", "draw", "bench"]
-PENDING = ["compile-bpe", "compile-maxmatch", "canonical-check", "bench"]
+PENDING = list(pending.PENDING)  # subcommands whose issues have not landed
 REAL = ["gpt2", "llama2", "bert"]
 TOK_ARG = {"gpt2": "gpt2", "llama2": str(TOKENIZERS["llama2"]), "bert": str(TOKENIZERS["bert"])}
 PATTERN = SIX_REGEXES["date"]

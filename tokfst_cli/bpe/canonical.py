@@ -45,16 +45,19 @@ class Derivations:
     fallback: np.ndarray  # byte-fallback tokens <0xNN>: outside merges, handled by the UTF-8 rule
 
 
-def model_text(model: TokenizerModel, tid: int) -> str:
-    """The text HF's model sees for a token (prefix/suffix markers removed)."""
+def model_text(model: TokenizerModel, tid: int) -> tuple[str, bool, bool]:
+    """The text HF's model sees for a token, and whether it carries the continuing-subword
+    prefix (word-internal start) and the end-of-word suffix (word end)."""
     tok = model.tokens[tid]
     prefix = model.options.get("continuing_subword_prefix") or ""
     suffix = model.options.get("end_of_word_suffix") or ""
-    if prefix and tok.startswith(prefix) and len(tok) > len(prefix):
+    pre = bool(prefix) and tok.startswith(prefix) and len(tok) > len(prefix)
+    if pre:
         tok = tok[len(prefix):]
-    if suffix and tok.endswith(suffix) and len(tok) > len(suffix):
+    suf = bool(suffix) and tok.endswith(suffix) and len(tok) > len(suffix)
+    if suf:
         tok = tok[: -len(suffix)]
-    return tok
+    return tok, pre, suf
 
 
 def derive(model: TokenizerModel, hf: HfBpe | None = None) -> Derivations:
@@ -72,11 +75,12 @@ def derive(model: TokenizerModel, hf: HfBpe | None = None) -> Derivations:
         if not tok or tid in model.special_ids:
             continue
         if byte_fb and len(tok) == 6 and tok.startswith("<0x") and tok.endswith(">"):
-            fallback[tid] = True
+            fallback[tid] = monotone[tid] = True  # a leaf: created by no merge (rc = -1)
             continue
         trace: list = []
+        text, pre, suf = model_text(model, tid)
         try:
-            out = hf.merge_all(hf.initial_symbols(model_text(model, tid)), trace)
+            out = hf.merge_all(hf.initial_symbols(text, prefix_first=pre, suffix_last=suf), trace)
         except Exception:  # noqa: BLE001 - a token HF cannot even start (no unk): unreachable
             continue
         if out != [tid] or tid == hf.unk_id:
@@ -153,7 +157,7 @@ class Rectangles:
 
 def rectangles(model: TokenizerModel, der: Derivations, hf: HfBpe) -> Rectangles:
     """One rectangle per effective merge (a, b) (a repeated pair keeps its last rank)."""
-    mono = der.reachable & der.monotone
+    mono = (der.reachable | der.fallback) & der.monotone
     right = spine_order(der.right, der.rc, mono)
     left = spine_order(der.left, der.rc, mono)
     boxes = []

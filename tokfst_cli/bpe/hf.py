@@ -54,16 +54,20 @@ class HfBpe:
         self.fuse_unk = bool(model.options.get("fuse_unk"))
         self.ignore_merges = bool(model.options.get("ignore_merges"))
 
-    def initial_symbols(self, word: str) -> list[int]:
-        """The symbols HF starts merging from (``merge_word`` before ``merge_all``)."""
+    def initial_symbols(self, word: str, prefix_first: bool = False, suffix_last: bool = True) -> list[int]:
+        """The symbols HF starts merging from (``merge_word`` before ``merge_all``).
+
+        ``prefix_first``/``suffix_last`` place the word's first/last character inside a word,
+        as when deriving a ``##`` piece or a piece without ``</w>``.
+        """
         out: list[int] = []
         unk: int | None = None  # a pending (possibly fused) unknown
         last = len(word) - 1
         for i, ch in enumerate(word):
             s = ch
-            if i > 0 and self.prefix:
+            if (i > 0 or prefix_first) and self.prefix:
                 s = self.prefix + s
-            if i == last and self.suffix:
+            if i == last and suffix_last and self.suffix:
                 s = s + self.suffix
             tid = self.ids.get(s)
             if tid is not None:

@@ -11,6 +11,8 @@ from typer._click.exceptions import ClickException  # typer 0.29 vendors click
 from .. import __version__
 from ..errors import TokfstError
 from .common import STATE, say
+from .canonical_check import canonical_check_cmd
+from .compile_bpe import compile_bpe_cmd
 from .draw import draw_cmd
 from .pending import PENDING, make_pending
 from .promote import promote_cmd
@@ -47,7 +49,13 @@ def root(
 
 ordered = ["compile-bpe", "compile-maxmatch", "promote", "canonical-check", "draw", "bench"]
 for _name in ordered:
-    if _name == "promote":
+    if _name == "compile-bpe":
+        app.command("compile-bpe", short_help="Compile the canonical BPE automaton A_BPE (implicit or .fst).")(
+            compile_bpe_cmd)
+    elif _name == "canonical-check":
+        app.command("canonical-check", short_help="Check token sequences for canonicity (exit 0/1/2 as grep).")(
+            canonical_check_cmd)
+    elif _name == "promote":
         app.command("promote", short_help="Promote a regex to a token automaton (.fst or JSON index).")(promote_cmd)
     elif _name == "draw":
         app.command("draw", short_help="Draw an automaton as dot, svg, pdf or png.")(draw_cmd)

@@ -7,9 +7,7 @@ import typer
 from .common import say
 
 PENDING = {
-    "compile-bpe": ("Compile the canonical BPE automaton A_BPE", "#3 (canonical BPE)"),
     "compile-maxmatch": ("Compile the MaxMatch transducer T_Aho", "#4 (canonical MaxMatch)"),
-    "canonical-check": ("Check token sequences or text for canonicity", "#3 (canonical BPE)"),
     "bench": ("Reproduce the paper's tables and time tokfst against its peers", "#5 (bench)"),
 }
 

@@ -1,0 +1,353 @@
+"""Canonical BPE (issue #3): the implicit A_BPE and canonical-check against Hugging Face's BPE model.
+
+HF's model (``Tokenizer.model.tokenize``, no normalizer or pre-tokenizer) is the oracle: a pair
+(u, v) is allowed iff HF tokenizes text(u) text(v) as [u, v]; a sequence is canonical iff HF
+tokenizes its text as exactly that sequence.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+import subprocess
+from functools import lru_cache
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+from tokfst_cli import tokenizer as tokmod
+from tokfst_cli.bpe import implicit
+from tokfst_cli.bpe.canonical import model_text
+from tokfst_cli.bpe.explicit import explicit_automaton
+from tokfst_cli.bpe.reference import HfReference
+from tokfst_cli.errors import InputError
+
+from .conftest import TOKENIZERS, real, words100
+from .helpers import accepts, finals, transitions
+
+REAL = ["gpt2", "llama2"]
+
+
+@lru_cache(maxsize=None)
+def compiled(name: str):
+    model, _, hf = real(name)
+    return model, implicit.compile_implicit(model).attach(model), hf
+
+
+@lru_cache(maxsize=None)
+def bare_hf(name: str) -> Tokenizer:
+    """HF with only its model: encode_batch then runs the model alone, in parallel."""
+    tok = Tokenizer.from_file(str(TOKENIZERS[name]))
+    tok.normalizer = None
+    tok.pre_tokenizer = None
+    tok.post_processor = None
+    return tok
+
+
+def hf_pairs_banned(name: str, us, vs) -> np.ndarray:
+    model, _, hf = compiled(name)
+    texts = [model.tokens[u] + model.tokens[v] for u, v in zip(us, vs)]
+    specials = [model.tokens[i] for i in model.special_ids]
+    out = np.zeros(len(texts), bool)
+    for i, (text, enc) in enumerate(zip(texts, bare_hf(name).encode_batch(texts, add_special_tokens=False))):
+        ids = enc.ids
+        if any(s in text for s in specials):  # encode would split out an added token: ask the model
+            ids = [t.id for t in hf.model.tokenize(text)]
+        out[i] = ids != [us[i], vs[i]]
+    return out
+
+
+def normal_tokens(name: str) -> np.ndarray:
+    """Tokens with a model-level text of their own (not special, not byte-fallback)."""
+    _, imp, _ = compiled(name)
+    return np.flatnonzero(imp.allowed & (imp.fb_byte < 0))
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_full_rows_agree_with_hf(name):
+    """BANNED(u) for every v, for 50 random rows per tokenizer (100 in all)."""
+    model, imp, _ = compiled(name)
+    toks = normal_tokens(name)
+    rng = random.Random(11)
+    for u in rng.sample(list(toks), 50):
+        us = np.full(len(toks), u)
+        ours = imp.banned(us, toks)
+        assert np.array_equal(ours, hf_pairs_banned(name, list(us), list(toks))), model.tokens[u]
+        row = imp.banned_row(int(u))
+        assert np.array_equal(row[toks], ours)
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_random_pairs_agree_with_hf(name):
+    """>= 100k pairs (50k per tokenizer): uniform, short tokens, and pairs whose boundary
+    characters share a merge (a random merge's operands at the end of u / start of v)."""
+    model, imp, _ = compiled(name)
+    rng = np.random.default_rng(7)
+    toks = normal_tokens(name)
+    texts = [model.tokens[t] for t in toks]
+    short = toks[np.array([len(t) <= 3 for t in texts])]
+    by_last: dict[str, list[int]] = {}
+    by_first: dict[str, list[int]] = {}
+    for t, s in zip(toks, texts):
+        by_last.setdefault(s[-1], []).append(int(t))
+        by_first.setdefault(s[0], []).append(int(t))
+    us, vs = [], []
+    us += list(rng.choice(toks, 17000)); vs += list(rng.choice(toks, 17000))
+    us += list(rng.choice(short, 17000)); vs += list(rng.choice(short, 17000))
+    merges = model.merges
+    for k in rng.integers(0, len(merges), 16000):
+        a, b = merges[k]
+        la, fb = model.tokens[a][-1], model.tokens[b][0]
+        us.append(int(rng.choice(by_last.get(la, [a]))))
+        vs.append(int(rng.choice(by_first.get(fb, [b]))))
+    ours = imp.banned(np.array(us), np.array(vs))
+    theirs = hf_pairs_banned(name, us, vs)
+    assert len(us) >= 50_000
+    assert np.array_equal(ours, theirs)
+    assert 0.01 < theirs.mean() < 0.9  # the biased sample really exercises banned pairs
+
+
+def _sequences(name: str, n: int, seed: int) -> list[list[int]]:
+    """Half HF tokenizations of random token concatenations (canonical), half random sequences."""
+    model, _, hf = compiled(name)
+    toks = normal_tokens(name)
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        k = rng.randint(2, 6)
+        seq = [int(rng.choice(toks)) for _ in range(k)]
+        if i % 2:
+            seq = [t.id for t in hf.model.tokenize("".join(model.tokens[t] for t in seq))]
+        out.append(seq)
+    return out
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_sequences_agree_with_hf(name):
+    model, imp, hf = compiled(name)
+    seqs = _sequences(name, 5000, seed=3)
+    verdicts = imp.check_batch(seqs)
+    expected = [[t.id for t in hf.model.tokenize("".join(model.tokens[t] for t in s))] == s for s in seqs]
+    assert [v is None for v in verdicts] == expected
+    assert sum(expected) >= 2500 and len(expected) - sum(expected) >= 100  # both kinds really occur
+
+
+def test_byte_fallback_runs():
+    """Llama-2: an absent character is its UTF-8 bytes; anything else with <0xNN> is not canonical."""
+    model, imp, hf = compiled("llama2")
+    ref = HfReference(model)
+    absent = [c for c in "𝔘ꙮ𒀀🜲" if c not in model._ids()]
+    assert absent
+    for c in absent:
+        ids = ref.tokenize_text("a" + c + "b")
+        assert any(model.tokens[i].startswith("<0x") for i in ids)
+        assert imp.first_violation(ids) is None
+        fb = [i for i in ids if model.tokens[i].startswith("<0x")]
+        assert imp.first_violation(fb[:-1]) is not None  # a character cut short
+        assert imp.first_violation(fb + fb[:1]) is not None
+    present = ref.tokenize_text("é")
+    as_bytes = [model.token_id(f"<0x{b:02X}>") for b in "é".encode()]
+    assert imp.first_violation(present) is None and imp.first_violation(as_bytes) is not None
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_canonical_check_cli_agrees(tmp_path, name):
+    model, imp, hf = compiled(name)
+    seqs = _sequences(name, 600, seed=9)
+    src = tmp_path / "seqs.txt"
+    src.write_text("\n".join(" ".join(map(str, s)) for s in seqs) + "\n")
+    art = tmp_path / "a.bpe"
+    art.write_bytes(implicit.to_bytes(imp))
+    path = str(TOKENIZERS[name])
+    r = subprocess.run(["tokfst", "canonical-check", path, str(src), "--json", "--artifact", str(art)],
+                       capture_output=True, text=True)
+    recs = [json.loads(line) for line in r.stdout.splitlines()]
+    expected = [[t.id for t in hf.model.tokenize("".join(model.tokens[t] for t in s))] == s for s in seqs]
+    assert [x["canonical"] for x in recs] == expected
+    assert r.returncode == (0 if all(expected) else 1)
+    for x, s in zip(recs, seqs):
+        if not x["canonical"]:
+            assert x["canonical_tokens"] == [t.id for t in hf.model.tokenize("".join(model.tokens[t] for t in s))]
+    ok = [s for s, e in zip(seqs, expected) if e]
+    src.write_text("\n".join(" ".join(map(str, s)) for s in ok) + "\n")
+    r = subprocess.run(["tokfst", "canonical-check", path, str(src), "-q", "--artifact", str(art)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout == ""
+
+
+def test_canonical_check_errors(tmp_path):
+    bad = tmp_path / "x.txt"
+    bad.write_text("1 2 notanid\n")
+    r = subprocess.run(["tokfst", "canonical-check", "gpt2", str(bad)], capture_output=True, text=True)
+    assert r.returncode == 2 and "line 1" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    r = subprocess.run(["tokfst", "canonical-check", str(TOKENIZERS["bert"]), str(bad)], capture_output=True, text=True)
+    assert r.returncode == 2 and "BPE" in r.stderr
+
+
+def test_artifact_round_trip_and_refusals(tmp_path):
+    model, imp, _ = compiled("llama2")
+    data = implicit.to_bytes(imp)
+    assert len(data) <= 4_000_000
+    back = implicit.from_bytes(data, model.fingerprint)
+    rng = np.random.default_rng(1)
+    u, v = rng.integers(0, model.vocab_size, 20000), rng.integers(0, model.vocab_size, 20000)
+    assert np.array_equal(back.banned(u, v), imp.banned(u, v))
+    assert back.info() == imp.info()
+    with pytest.raises(InputError, match="built for tokenizer"):
+        implicit.from_bytes(data, real("gpt2")[0].fingerprint)
+    for cut in (5, 40, len(data) // 2, len(data) - 1):
+        with pytest.raises(InputError):
+            implicit.from_bytes(data[:cut], model.fingerprint)
+    flipped = bytearray(data)
+    flipped[-10] ^= 0xFF
+    with pytest.raises(InputError, match="checksum"):
+        implicit.from_bytes(bytes(flipped), model.fingerprint)
+    out = tmp_path / "l.bpe"
+    r = subprocess.run(["tokfst", "compile-bpe", str(TOKENIZERS["llama2"]), str(out)], capture_output=True, text=True)
+    assert r.returncode == 0 and out.read_bytes()[:10] == implicit.MAGIC
+    r = subprocess.run(["tokfst", "compile-bpe", "--info", str(out), "--json"], capture_output=True, text=True)
+    info = json.loads(r.stdout)
+    assert info["states"] == imp.info()["states"] and info["bytes"] == out.stat().st_size
+    out.write_bytes(out.read_bytes()[:1000])
+    r = subprocess.run(["tokfst", "compile-bpe", "--info", str(out)], capture_output=True, text=True)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+
+
+# ---- small tokenizers: trained with HF, and synthetic corner cases -----------------------------
+
+CORPUS = ("the quick brown fox jumps over the lazy dog while the dogs bark at the moon "
+          "banana bandana cabana anagram aaaa aaab abab baba abba cabbage").split()
+
+
+def _train(tmp_path, vocab_size: int, **opts) -> str:
+    tok = Tokenizer(models.BPE(unk_token="[UNK]", **{k: v for k, v in opts.items() if k != "ignore_merges"}))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.train_from_iterator(CORPUS * 20 + words100() * 5, trainers.BpeTrainer(
+        vocab_size=vocab_size, show_progress=False, special_tokens=["[UNK]"], **opts))
+    d = json.loads(tok.to_str())
+    d["model"]["ignore_merges"] = bool(opts.get("ignore_merges"))
+    path = tmp_path / f"t{vocab_size}-{len(opts)}.json"
+    path.write_text(json.dumps(d))
+    return str(path)
+
+
+def _synthetic(tmp_path, ignore_merges: bool) -> str:
+    """Duplicate-result merges, (a, a) merges, ids out of merge order, a merge ranked before its
+    operand's creation, and a repeated pair."""
+    vocab = {"abc": 0, "c": 1, "b": 2, "a": 3, "ab": 4, "bc": 5, "ca": 6, "cab": 7, "bca": 8, "aa": 9, "aaa": 10,
+             "x": 11, "y": 12, "z": 13, "yz": 14, "xyz": 15, "[UNK]": 16}
+    merges = [["x", "yz"], ["a", "b"], ["b", "c"], ["c", "a"], ["a", "a"], ["ab", "c"], ["a", "bc"], ["c", "ab"],
+              ["aa", "a"], ["y", "z"], ["b", "c"]]
+    d = {"version": "1.0", "truncation": None, "padding": None, "normalizer": None, "pre_tokenizer": None,
+         "post_processor": None, "decoder": None,
+         "added_tokens": [{"id": 16, "content": "[UNK]", "single_word": False, "lstrip": False, "rstrip": False,
+                           "normalized": False, "special": True}],
+         "model": {"type": "BPE", "dropout": None, "unk_token": "[UNK]", "continuing_subword_prefix": None,
+                   "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
+                   "ignore_merges": ignore_merges, "vocab": vocab, "merges": merges}}
+    path = tmp_path / f"synthetic-{ignore_merges}.json"
+    path.write_text(json.dumps(d))
+    Tokenizer.from_file(str(path))  # HF accepts it
+    return str(path)
+
+
+def _exhaustive_agreement(path: str, max_len: int, alphabet_limit: int = 14) -> int:
+    model = tokmod.load(path)
+    hf = Tokenizer.from_file(path)
+    imp = implicit.compile_implicit(model).attach(model)
+    toks = [t for t in range(model.vocab_size) if model.tokens[t] and t not in model.special_ids][:alphabet_limit]
+    text = lambda s: "".join(model_text(model, t)[0] for t in s)  # noqa: E731
+    n = 0
+    for k in range(1, max_len + 1):
+        seqs = [list(s) for s in itertools.product(toks, repeat=k)]
+        for seq, verdict in zip(seqs, imp.check_batch(seqs)):
+            expected = [t.id for t in hf.model.tokenize(text(seq))] == seq
+            assert expected == (verdict is None), ([model.tokens[t] for t in seq], verdict)
+            n += expected
+    return n
+
+
+@pytest.mark.parametrize("ignore_merges", [False, True])
+def test_synthetic_corner_cases_exhaustively(tmp_path, ignore_merges):
+    assert _exhaustive_agreement(_synthetic(tmp_path, ignore_merges), 4, alphabet_limit=16) > 100
+
+
+@pytest.mark.parametrize("opts", [{}, {"end_of_word_suffix": "</w>"}, {"continuing_subword_prefix": "##"},
+                                  {"ignore_merges": True}])
+def test_trained_tokenizers_agree_with_hf(tmp_path, opts):
+    path = _train(tmp_path, 300, **opts)
+    model = tokmod.load(path)
+    hf = Tokenizer.from_file(path)
+    imp = implicit.compile_implicit(model).attach(model)
+    rng = random.Random(2)
+    words = CORPUS + words100()
+    seqs = []
+    for _ in range(1500):
+        w = rng.choice(words)
+        w = w[rng.randint(0, len(w) - 1):][: rng.randint(1, 8)]
+        seqs.append([t.id for t in hf.model.tokenize(w)])
+        k = rng.randint(2, 5)
+        seqs.append([rng.randrange(model.vocab_size) for _ in range(k)])
+    verdicts = imp.check_batch(seqs)
+    for seq, v in zip(seqs, verdicts):
+        parts = [model_text(model, t) for t in seq]
+        expected = bool(seq) and [t.id for t in hf.model.tokenize("".join(p[0] for p in parts))] == seq
+        assert expected == (v is None), ([model.tokens[t] for t in seq], v)
+
+
+@given(st.lists(st.sampled_from("abcxyz"), min_size=1, max_size=8).map("".join))
+@settings(max_examples=150, deadline=None)
+def test_exactly_hf_segmentation_of_a_word_is_canonical(word):
+    """Of all segmentations of a word into tokens, exactly HF's is canonical."""
+    model, imp, hf = _synthetic_cached()
+    canonical = [t.id for t in hf.model.tokenize(word)]
+    pieces = {model.tokens[t]: t for t in range(model.vocab_size) if model.tokens[t] and t not in model.special_ids}
+
+    def segs(i):
+        if i == len(word):
+            yield []
+        for j in range(i + 1, len(word) + 1):
+            if word[i:j] in pieces:
+                for rest in segs(j):
+                    yield [pieces[word[i:j]]] + rest
+
+    all_segs = list(segs(0))
+    assert canonical in all_segs
+    verdicts = imp.check_batch(all_segs)
+    assert [s for s, v in zip(all_segs, verdicts) if v is None] == [canonical]
+
+
+@lru_cache(maxsize=1)
+def _synthetic_cached():
+    import tempfile
+    from pathlib import Path
+
+    path = _synthetic(Path(tempfile.mkdtemp()), False)
+    model = tokmod.load(path)
+    return model, implicit.compile_implicit(model).attach(model), Tokenizer.from_file(path)
+
+
+def test_explicit_automaton_accepts_exactly_the_canonical_sequences(tmp_path):
+    path = _synthetic(tmp_path, False)
+    model = tokmod.load(path)
+    hf = Tokenizer.from_file(path)
+    imp = implicit.compile_implicit(model).attach(model)
+    fst = explicit_automaton(imp, model)
+    delta, fin = transitions(fst), finals(fst)
+    toks = [t for t in range(model.vocab_size) if model.tokens[t] and t not in model.special_ids]
+    for k in range(1, 4):
+        for seq in itertools.product(toks, repeat=k):
+            expected = [t.id for t in hf.model.tokenize("".join(model.tokens[t] for t in seq))] == list(seq)
+            assert accepts(fst, [t + 1 for t in seq], delta, fin) == expected
+    r = subprocess.run(["tokfst", "compile-bpe", path, str(tmp_path / "a.fst"), "--form", "fst"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0
+    r = subprocess.run(["fstinfo", str(tmp_path / "a.fst")], capture_output=True, text=True)
+    assert r.returncode == 0 and "# of states" in r.stdout
+    r = subprocess.run(["tokfst", "compile-bpe", str(TOKENIZERS["gpt2"]), str(tmp_path / "g.fst"), "--form", "fst",
+                        "--max-arcs", "100000"], capture_output=True, text=True)
+    assert r.returncode == 1 and "max-arcs" in r.stderr and not (tmp_path / "g.fst").exists()

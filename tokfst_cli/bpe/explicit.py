@@ -1,0 +1,72 @@
+"""A_BPE as an explicit OpenFst acceptor (seed 000 Eq. 5's precomputed automaton).
+
+Built from the implicit form: one state per class (tokens with the same BANNED row, seed 000
+Sec. 6.5: delta(q_u, v) = q_v unless v in BANNED(u)), paired with the byte-fallback DFA state,
+plus the start state. Only for vocabularies where it fits under ``max_arcs``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pynini
+
+from ..errors import LimitError
+from ..symbols import token_table
+from ..tokenizer import TokenizerModel
+from .implicit import ImplicitBpe
+
+START = -1
+
+
+def successors(imp: ImplicitBpe, cls: int, rep: int, fb: int) -> np.ndarray:
+    """Bool mask of tokens allowed after a token of class ``cls`` (representative ``rep``) in fallback state fb."""
+    ok = imp.allowed.copy()
+    if cls == START:
+        ok &= imp.may_start
+    else:
+        ok &= ~imp.banned_row(rep)
+    is_fb = imp.fb_byte >= 0
+    if fb != 0:
+        ok &= is_fb
+    if is_fb.any():
+        moves = imp.fb_delta[fb, np.clip(imp.fb_byte, 0, 255)] >= 0
+        ok &= ~is_fb | moves
+    return ok
+
+
+def explicit_automaton(imp: ImplicitBpe, model: TokenizerModel, max_arcs: int = 5_000_000) -> pynini.Fst:
+    """The explicit A_BPE acceptor over token labels (id + 1), trimmed."""
+    classes = imp.classes()
+    reps: dict[int, int] = {}
+    for t in np.flatnonzero(classes >= 0):
+        reps.setdefault(int(classes[t]), int(t))
+    f = pynini.Fst()
+    one = pynini.Weight.one(f.weight_type())
+    ids: dict[tuple[int, int], int] = {}
+    queue = [(START, 0)]
+    ids[(START, 0)] = f.add_state()
+    f.set_start(0)
+    arcs = 0
+    while queue:
+        cls, fb = queue.pop()
+        src = ids[(cls, fb)]
+        rep = reps.get(cls, -1)
+        if fb == 0 and imp.fb_final[0] and (cls == START or imp.may_end[rep]):
+            f.set_final(src)
+        nxt = successors(imp, cls, rep, fb)
+        targets = np.flatnonzero(nxt)
+        arcs += len(targets)
+        if arcs > max_arcs:
+            raise LimitError(f"A_BPE needs more than {max_arcs} arcs", "use --form implicit or raise --max-arcs")
+        for v in targets:
+            b = int(imp.fb_byte[v])
+            key = (int(classes[v]), int(imp.fb_delta[fb, b]) if b >= 0 else 0)
+            dst = ids.get(key)
+            if dst is None:
+                dst = ids[key] = f.add_state()
+                queue.append(key)
+            f.add_arc(src, pynini.Arc(int(v) + 1, int(v) + 1, one, dst))
+    f.connect()
+    table = token_table(model)
+    f.set_input_symbols(table).set_output_symbols(table)
+    return f

@@ -1,0 +1,51 @@
+"""Texts of token sequences in the model's alphabet, and HF's own tokenization of them.
+
+Hugging Face's BPE model is the oracle for "canonical"; canonical-check reports its output
+for the text of a non-canonical sequence.
+"""
+
+from __future__ import annotations
+
+from tokenizers import Tokenizer
+
+from ..tokenizer import SPACE_MARK, TokenizerModel, bytes_to_unicode
+from .canonical import model_text
+
+
+class HfReference:
+    def __init__(self, model: TokenizerModel):
+        self.model = model
+        self.hf = Tokenizer.from_file(model.source)
+
+    def text_of(self, ids: list[int]) -> str | None:
+        """The model-level text a sequence spells, or None if it is not valid UTF-8."""
+        m = self.model
+        if m.style == "byte-level":
+            return "".join(m.tokens[i] for i in ids)
+        parts = []
+        for i in ids:
+            s = m.surfaces[i]
+            if s is not None and len(s) == 1 and m.tokens[i].startswith("<0x"):
+                parts.append(s)
+            else:
+                parts.append(model_text(m, i)[0].encode("utf-8"))
+        try:
+            return b"".join(parts).decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+
+    def model_string(self, text: str) -> str:
+        """Raw text as the model sees it (byte-level map, or spaces as ▁), without pre-tokenization."""
+        if self.model.style == "byte-level":
+            b2u = bytes_to_unicode()
+            return "".join(b2u[b] for b in text.encode("utf-8"))
+        if self.model.style == "sentencepiece":
+            return text.replace(" ", SPACE_MARK)
+        return text
+
+    def tokenize_text(self, text: str) -> list[int]:
+        return [t.id for t in self.hf.model.tokenize(self.model_string(text))] if text else []
+
+    def canonical(self, ids: list[int]) -> list[int] | None:
+        text = self.text_of(ids)
+        return None if text is None else [t.id for t in self.hf.model.tokenize(text)] if text else []
