@@ -439,5 +439,9 @@ def from_bytes(data: bytes, fingerprint: str | None = None, source: str = "artif
         count = int(np.prod(spec["shape"])) if spec["shape"] else 1
         fields[spec["name"]] = np.frombuffer(raw, dt, count, pos).reshape(spec["shape"])
         pos += count * dt.itemsize
+    missing = [n for n in ARRAYS if n not in fields]
+    if missing or pos != len(raw):
+        raise InputError(f"{source} does not hold the arrays of {FORMAT} v{VERSION} ({', '.join(missing) or 'size'})",
+                         "rebuild it with this tokfst")
     return ImplicitBpe(fingerprint=header["fingerprint"], vocab_size=header["vocab_size"],
                        **{n: fields[n] for n in ARRAYS})

@@ -14,6 +14,7 @@ from .. import tokenizer as tokmod
 from ..artifacts import write_bytes, write_fst
 from ..bpe import implicit
 from ..bpe.explicit import explicit_automaton
+from ..bpe.gadgets import canonical_automaton
 from ..errors import InputError
 from .common import progress, refuse_binary_tty, say
 
@@ -21,6 +22,7 @@ from .common import progress, refuse_binary_tty, say
 class Form(str, Enum):
     implicit = "implicit"
     fst = "fst"
+    gadgets = "gadgets"
 
 
 def compile_bpe_cmd(
@@ -28,7 +30,8 @@ def compile_bpe_cmd(
                                               help="tokenizer.json path, or a bundled name (gpt2)."),
     out: Optional[str] = typer.Argument(None, metavar="OUT", help="Output file; absent or '-' = stdout."),
     form: Form = typer.Option(Form.implicit, "--form",
-                              help="implicit: the compressed artifact; fst: A_BPE as an OpenFst acceptor."),
+                              help="implicit: the compressed artifact; fst: A_BPE as an OpenFst acceptor from the implicit "
+                                   "form; gadgets: A_BPE by the merge-gadget cascade on Sigma* (Eq. 4; small vocabularies)."),
     info: Optional[str] = typer.Option(None, "--info", metavar="ARTIFACT",
                                        help="Print the counts of an implicit artifact instead of compiling."),
     json_out: bool = typer.Option(False, "--json", help="With --info: one JSON object."),
@@ -48,7 +51,9 @@ def compile_bpe_cmd(
     sha256 checksum (format in tokfst_cli/bpe/implicit.py). Llama-2: about 0.4 MB.
 
     --form fst writes A_BPE explicitly (one state per class of tokens with the same banned
-    set, plus the start) for vocabularies where it fits under --max-arcs.
+    set, plus the start) for vocabularies where it fits under --max-arcs. --form gadgets
+    builds the same automaton the slow, reference way: the cascade of merge gadgets (Eq. 4,
+    made exact for merge lists out of rank order) applied to Sigma*.
 
     \\b
     Examples:
@@ -73,6 +78,9 @@ def compile_bpe_cmd(
     refuse_binary_tty(out)
     with progress("compiling A_BPE"):
         model = tokmod.load(tokenizer)
+        if form is Form.gadgets:
+            write_fst(out, canonical_automaton(model))
+            return
         imp = implicit.load_or_compile(model)
         if form is Form.implicit:
             write_bytes(out, implicit.to_bytes(imp))

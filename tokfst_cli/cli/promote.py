@@ -7,15 +7,27 @@ import time
 from enum import Enum
 from typing import Optional
 
+import pynini
 import typer
 
 from .. import lexicon
 from .. import tokenizer as tokmod
 from ..artifacts import write_bytes, write_fst
 from ..index import build_index
-from ..promote import promote
+from ..bpe import factorized, implicit
+from ..bpe.explicit import explicit_automaton
+from ..bpe.gadgets import promote_gadgets
+from ..bpe.product import materialize
+from ..errors import InputError, LimitError
+from ..promote import count_arcs, promote
 from ..regex import compile_regex
 from .common import MaxStates, progress, say, read_pattern, refuse_binary_tty
+
+
+class Method(str, Enum):
+    implicit = "implicit"
+    precomputed = "precomputed"
+    gadgets = "gadgets"
 
 
 class Format(str, Enum):
@@ -33,6 +45,17 @@ def promote_cmd(
     max_states: int = MaxStates,
     no_cache: bool = typer.Option(False, "--no-cache", help="Build the lexicon transducer afresh; do not cache."),
     verbose: bool = typer.Option(False, "-v", "--verbose", help="Print sizes and timings on stderr."),
+    canonical: bool = typer.Option(False, "--canonical",
+                                   help="BPE: only canonical token sequences (what HF's model produces for the text)."),
+    method: Method = typer.Option(Method.implicit, "--method",
+                                  help="--canonical: implicit (product with the implicit A_BPE), precomputed "
+                                       "(Eq. 5: explicit A_BPE, small vocabularies), gadgets (Eq. 4: the merge "
+                                       "gadget cascade, small vocabularies)."),
+    artifact: Optional[str] = typer.Option(None, "--artifact", metavar="FILE",
+                                           help="--canonical: an implicit A_BPE from compile-bpe (default: cached)."),
+    max_arcs: int = typer.Option(2_000_000, "--max-arcs", min=1, metavar="N",
+                                 help="--canonical: refuse a materialized automaton with more arcs "
+                                      "(then use --format index)."),
 ) -> None:
     """Promote a regex to the automaton of all token sequences that spell it (seed 000 Eq. 3).
 
@@ -77,12 +100,37 @@ def promote_cmd(
     with progress("promoting"):
         automaton = compile_regex(pattern, max_states=max_states)
         result = promote(model, automaton, lex, max_states=max_states)
+        fst = result.fst
+        if canonical:
+            fst = _canonical(model, fst, fmt, method, artifact, max_arcs, pattern, out)
     elapsed = time.perf_counter() - start
-    if fmt is Format.fst:
-        write_fst(out, result.fst)
+    if fst is None:
+        pass  # the factorized artifact is written
+    elif fmt is Format.fst:
+        write_fst(out, fst)
     else:
-        index = build_index(result.fst, model, pattern)
+        index = build_index(fst, model, pattern)
         write_bytes(out, (json.dumps(index, ensure_ascii=False) + "\n").encode("utf-8"))
-    if verbose:
-        say(f"tokfst: {result.states} states, {result.arcs} arcs, promoted in {elapsed * 1000:.1f} ms"
-            f"{' (minimized)' if result.minimized else ' (minimal by construction)'}")
+    if verbose and fst is not None:
+        say(f"tokfst: {fst.num_states()} states, {count_arcs(fst)} arcs, promoted in {elapsed * 1000:.1f} ms")
+
+
+def _canonical(model, agnostic, fmt, method, artifact, max_arcs, pattern, out):
+    """Canonical promotion: materialized (.fst, or an index when it fits) or factorized."""
+    if model.family != "bpe":
+        raise InputError(f"{model.source} is a {model.family} tokenizer",
+                         "canonical MaxMatch (WordPiece) promotion arrives with issue #4")
+    if method is Method.gadgets:
+        return promote_gadgets(compile_regex(pattern), model)
+    imp = implicit.load_or_compile(model, artifact)
+    if method is Method.precomputed:
+        abpe = explicit_automaton(imp, model, max_arcs=max_arcs)
+        return pynini.intersect(agnostic.copy().arcsort("olabel"), abpe.arcsort("ilabel")).connect().minimize()
+    try:
+        return materialize(agnostic, imp, max_arcs=max_arcs)
+    except LimitError as e:
+        if fmt is Format.fst:
+            raise LimitError(f"{e}", "write the factorized form with --format index") from None
+    say(f"tokfst: the canonical automaton exceeds --max-arcs {max_arcs}; writing the factorized form")
+    write_bytes(out, factorized.to_bytes(agnostic, imp, pattern))
+    return None

@@ -1,0 +1,193 @@
+"""Canonical promotion (issue #3): materialized and factorized forms against HF's BPE model."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+
+import numpy as np
+import pynini
+import pytest
+
+from tokfst_cli import tokenizer as tokmod
+from tokfst_cli.bpe import factorized, implicit
+from tokfst_cli.bpe.explicit import explicit_automaton
+from tokfst_cli.bpe.gadgets import canonical_automaton, promote_gadgets
+from tokfst_cli.bpe.product import factorize, materialize
+from tokfst_cli.bpe.reference import HfReference
+from tokfst_cli.promote import promote
+from tokfst_cli.regex import compile_regex
+from tokfst_cli.lexicon import build as build_lexicon
+
+from .conftest import TOKENIZERS, real, words100
+from .helpers import SIX_REGEXES, accepts, add_words_regex, finals, fullmatch, sample_paths, transitions
+from .test_bpe_canonical import _synthetic, _train, compiled
+
+REGEXES = add_words_regex(SIX_REGEXES, words100())
+MATERIALIZED = ["decimal", "json", "date", "cities", "words100"]
+N = 500
+
+
+@pytest.mark.parametrize("tok", ["gpt2", "llama2"])
+@pytest.mark.parametrize("name", MATERIALIZED)
+def test_materialized_canonical_automaton_is_hf(tok, name):
+    model, imp, _ = compiled(tok)
+    _, lex, _ = real(tok)
+    ref = HfReference(model)
+    automaton = compile_regex(REGEXES[name])
+    canon = materialize(promote(model, automaton, lex).fst, imp)
+    for path in sample_paths(canon, N, seed=4):  # every path re-tokenizes to itself
+        ids = [x - 1 for x in path]
+        assert ref.canonical(ids) == ids
+        assert fullmatch(REGEXES[name], b"".join(model.surfaces[i] for i in ids))
+    delta, fin = transitions(canon), finals(canon)
+    for s in sample_paths(automaton.fst, N, seed=5):  # HF's tokenization of every sampled string is accepted
+        text = bytes(b - 1 for b in s).decode()
+        assert accepts(canon, [i + 1 for i in ref.tokenize_text(text)], delta, fin), text
+
+
+@pytest.mark.parametrize("tok", ["gpt2", "llama2"])
+def test_factorized_form_for_free_text(tok):
+    """The e-mail regex is too big to materialize: walk the factorized form instead."""
+    model, imp, _ = compiled(tok)
+    _, lex, _ = real(tok)
+    ref = HfReference(model)
+    automaton = compile_regex(REGEXES["email"])
+    fz = factorize(promote(model, automaton, lex).fst, imp)
+    rng = random.Random(6)
+    for s in sample_paths(automaton.fst, 300, seed=7):
+        text = bytes(b - 1 for b in s).decode()
+        state = fz.initial()
+        for t in ref.tokenize_text(text):
+            assert fz.mask(state)[t]
+            state = fz.advance(state, t)
+        assert fz.is_final(state)
+    dist = _distance_to_final(fz)
+    walks = attempts = 0
+    while walks < 300:  # random canonical walks, steered toward final states, re-tokenize to themselves
+        attempts += 1
+        assert attempts < 20_000
+        state, ids = fz.initial(), []
+        for _ in range(40):
+            if fz.is_final(state) and ids and rng.random() < 0.3:
+                break
+            allowed = np.flatnonzero(fz.mask(state))
+            if not len(allowed):
+                break
+            p = state[0]
+            closer = allowed[dist[fz.nexts[p][np.searchsorted(fz.masks[p], allowed)]] < dist[p]]
+            ids.append(int(rng.choice(closer if len(closer) and rng.random() < 0.6 else allowed)))
+            state = fz.advance(state, ids[-1])
+        if fz.is_final(state) and ids:
+            assert ref.canonical(ids) == ids
+            walks += 1
+
+
+def _distance_to_final(fz) -> np.ndarray:
+    """Arcs to a final state of the agnostic automaton, per state (BFS on reversed arcs)."""
+    back: dict[int, set[int]] = {}
+    for p, nxt in enumerate(fz.nexts):
+        for q in set(nxt.tolist()):
+            back.setdefault(q, set()).add(p)
+    dist = {p: 0 for p in np.flatnonzero(fz.finals).tolist()}
+    frontier = list(dist)
+    while frontier:
+        new = []
+        for q in frontier:
+            for p in back.get(q, ()):
+                if p not in dist:
+                    dist[p] = dist[q] + 1
+                    new.append(p)
+        frontier = new
+    return np.array([dist.get(p, 10**9) for p in range(len(fz.nexts))])
+
+
+def _small_cases(tmp_path):
+    yield tokmod.load(_synthetic(tmp_path, False)), ["(ab|ba)+c?", "[abc]{1,6}", "(x|y|z)+", "(?s).*"]
+    for opts in ({}, {"end_of_word_suffix": "</w>"}):
+        path = _train(tmp_path, 300, **opts)
+        yield tokmod.load(path), list(REGEXES.values()) + ["(?s).{0,4}", "[a-z]+"]
+
+
+def test_implicit_precomputed_and_factorized_agree(tmp_path):
+    for model, patterns in _small_cases(tmp_path):
+        imp = implicit.compile_implicit(model).attach(model)
+        lex = build_lexicon(model)
+        abpe = explicit_automaton(imp, model)
+        if not model.options.get("end_of_word_suffix"):  # A_BPE: implicit form = gadget cascade on Sigma*
+            assert pynini.equivalent(abpe, canonical_automaton(model))
+        for pattern in patterns:
+            try:
+                agnostic = promote(model, compile_regex(pattern), lex).fst
+            except Exception:  # noqa: BLE001 - a trained vocabulary may not spell the language
+                continue
+            mat = materialize(agnostic, imp)
+            pre = pynini.intersect(agnostic.copy().arcsort("olabel"), abpe.copy().arcsort("ilabel")).connect()
+            assert pynini.equivalent(mat, pre.minimize()), pattern  # Eq. 5 = implicit product
+            if not model.options.get("end_of_word_suffix"):  # the cascade handles no suffix/prefix
+                assert pynini.equivalent(mat, promote_gadgets(compile_regex(pattern), model)), pattern  # = Eq. 4
+            fz = factorize(agnostic, imp)
+            assert pynini.equivalent(mat, _expand(fz)), pattern  # same language
+            delta, fin = transitions(mat), finals(mat)  # and every materialized arc is allowed there
+            seen, queue = set(), [(mat.start(), fz.initial())]
+            while queue:
+                q, st = queue.pop()
+                if (q, st) in seen:
+                    continue
+                seen.add((q, st))
+                assert (q in fin) == fz.is_final(st)
+                assert {lab - 1 for lab in delta[q]} <= set(np.flatnonzero(fz.mask(st)).tolist())
+                for lab, q2 in delta[q].items():
+                    queue.append((q2, fz.advance(st, lab - 1)))
+
+
+def _expand(fz) -> pynini.Fst:
+    """The factorized form spelled out state by state (for small cases), trimmed and minimized."""
+    f = pynini.Fst()
+    one = pynini.Weight.one(f.weight_type())
+    ids = {fz.initial(): f.add_state()}
+    f.set_start(0)
+    queue = [fz.initial()]
+    while queue:
+        st = queue.pop()
+        if fz.is_final(st):
+            f.set_final(ids[st])
+        for t in np.flatnonzero(fz.mask(st)).tolist():
+            nxt = fz.advance(st, t)
+            if nxt not in ids:
+                ids[nxt] = f.add_state()
+                queue.append(nxt)
+            f.add_arc(ids[st], pynini.Arc(t + 1, t + 1, one, ids[nxt]))
+    return f.connect().minimize()
+
+
+def test_cli_canonical_forms(tmp_path):
+    gpt2 = str(TOKENIZERS["gpt2"])
+    out = tmp_path / "d.fst"
+    r = subprocess.run(["tokfst", "promote", gpt2, "-e", REGEXES["date"], "--canonical", str(out)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run(["fstinfo", str(out)], capture_output=True, text=True)
+    assert r.returncode == 0
+    fac = tmp_path / "e.fac"
+    r = subprocess.run(["tokfst", "promote", gpt2, "-e", REGEXES["email"], "--canonical", "--format", "index",
+                        str(fac)], capture_output=True, text=True)
+    assert r.returncode == 0 and "factorized" in r.stderr
+    model, imp, _ = compiled("gpt2")
+    fz = factorized.load(str(fac), model)
+    ref = HfReference(model)
+    state = fz.initial()
+    for t in ref.tokenize_text("john.doe@example.com"):
+        state = fz.advance(state, t)
+    assert fz.is_final(state)
+    bad = tmp_path / "bad.fst"
+    r = subprocess.run(["tokfst", "promote", gpt2, "-e", "[a-z]+", "--canonical", str(bad), "--max-arcs", "50000"],
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and "--format index" in r.stderr and not bad.exists()
+    r = subprocess.run(["tokfst", "promote", str(TOKENIZERS["bert"]), "-e", "abc", "--canonical", str(bad)],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "#4" in r.stderr
+    trunc = tmp_path / "t.fac"
+    trunc.write_bytes(fac.read_bytes()[:-100])
+    with pytest.raises(Exception, match="damaged|truncated"):
+        factorized.load(str(trunc), model)

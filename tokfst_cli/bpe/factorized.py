@@ -1,0 +1,93 @@
+"""The factorized canonical artifact: agnostic automaton + implicit A_BPE in one file.
+
+Format ``tokfst-factorized`` version 1, integers little-endian:
+    magic    b"TOKFSTFAC\\0"
+    u32      header length H, then H bytes of JSON: format, version, fingerprint, regex,
+             start, states, arcs, sha256 (of the rest of the file), implicit_bytes
+    payload  zlib-compressed: offsets int64[states + 1], labels int32[arcs] (token ids,
+             sorted per state), nexts int32[arcs], finals uint8[states]
+    then     the implicit A_BPE artifact (``implicit.to_bytes``), implicit_bytes long
+
+Python API: ``load(path, model=None)`` returns a ``product.Factorized`` with ``initial()``,
+``mask(state)`` (bool over token ids), ``advance(state, token)`` and ``is_final(state)``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pynini
+
+from ..errors import InputError
+from ..tokenizer import TokenizerModel
+from . import implicit
+from .product import Factorized, _arc_arrays
+
+MAGIC = b"TOKFSTFAC\0"
+FORMAT = "tokfst-factorized"
+VERSION = 1
+
+
+def to_bytes(agnostic: pynini.Fst, imp: implicit.ImplicitBpe, pattern: str) -> bytes:
+    arcs = _arc_arrays(agnostic)
+    zero = pynini.Weight.zero(agnostic.weight_type())
+    n = agnostic.num_states()
+    labels, nexts, offsets = [], [], [0]
+    for s in range(n):
+        lab, nxt = arcs[s]
+        order = np.argsort(lab)
+        labels.append(lab[order])
+        nexts.append(nxt[order])
+        offsets.append(offsets[-1] + len(lab))
+    finals = np.array([agnostic.final(s) != zero for s in range(n)], np.uint8)
+    payload = zlib.compress(b"".join([np.array(offsets, "<i8").tobytes(),
+                                      np.concatenate(labels or [np.zeros(0)]).astype("<i4").tobytes(),
+                                      np.concatenate(nexts or [np.zeros(0)]).astype("<i4").tobytes(),
+                                      finals.tobytes()]), 6)
+    imp_bytes = implicit.to_bytes(imp)
+    body = payload + imp_bytes
+    header = {"format": FORMAT, "version": VERSION, "fingerprint": imp.fingerprint, "regex": pattern,
+              "start": agnostic.start(), "states": n, "arcs": offsets[-1], "payload_bytes": len(payload),
+              "implicit_bytes": len(imp_bytes), "sha256": hashlib.sha256(body).hexdigest()}
+    h = json.dumps(header, sort_keys=True).encode()
+    return MAGIC + struct.pack("<I", len(h)) + h + body
+
+
+def load(path: str, model: TokenizerModel | None = None) -> Factorized:
+    """Read a factorized artifact; refuse a damaged one or one for another tokenizer."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise InputError(f"cannot read {path}: {e.strerror or e}", "give a file from tokfst promote --canonical") from None
+    if not data.startswith(MAGIC) or len(data) < len(MAGIC) + 4:
+        raise InputError(f"{path} is not a tokfst factorized artifact", "build one with tokfst promote --canonical --format index")
+    (hlen,) = struct.unpack_from("<I", data, len(MAGIC))
+    start = len(MAGIC) + 4
+    try:
+        header = json.loads(data[start:start + hlen])
+    except (ValueError, UnicodeDecodeError):
+        raise InputError(f"{path} has a damaged header (truncated?)", "rebuild it") from None
+    if header.get("format") != FORMAT or header.get("version") != VERSION:
+        raise InputError(f"{path}: unsupported format {header.get('format')} v{header.get('version')}", "rebuild it")
+    body = data[start + hlen:]
+    if hashlib.sha256(body).hexdigest() != header["sha256"]:
+        raise InputError(f"{path} is truncated or damaged (checksum mismatch)", "rebuild it")
+    if model is not None and model.fingerprint != header["fingerprint"]:
+        raise InputError(f"{path} was built for another tokenizer", "rebuild it for this tokenizer")
+    raw = zlib.decompress(body[:header["payload_bytes"]])
+    n, m = header["states"], header["arcs"]
+    offsets = np.frombuffer(raw, "<i8", n + 1, 0)
+    labels = np.frombuffer(raw, "<i4", m, 8 * (n + 1)).astype(np.int64)
+    nexts = np.frombuffer(raw, "<i4", m, 8 * (n + 1) + 4 * m).astype(np.int64)
+    finals = np.frombuffer(raw, np.uint8, n, 8 * (n + 1) + 8 * m).astype(bool)
+    imp = implicit.from_bytes(body[header["payload_bytes"]:], header["fingerprint"], path)
+    if model is not None:
+        imp.attach(model)
+    masks = [labels[offsets[s]:offsets[s + 1]] for s in range(n)]
+    succ = [nexts[offsets[s]:offsets[s + 1]] for s in range(n)]
+    return Factorized(masks, succ, finals, header["start"], imp)
