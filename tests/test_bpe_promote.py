@@ -75,7 +75,8 @@ def test_factorized_form_for_free_text(tok):
             if not len(allowed):
                 break
             p = state[0]
-            closer = allowed[dist[fz.nexts[p][np.searchsorted(fz.masks[p], allowed)]] < dist[p]]
+            labels, nexts = fz.arcs(p)
+            closer = allowed[dist[nexts[np.searchsorted(labels, allowed)]] < dist[p]]
             ids.append(int(rng.choice(closer if len(closer) and rng.random() < 0.6 else allowed)))
             state = fz.advance(state, ids[-1])
         if fz.is_final(state) and ids:

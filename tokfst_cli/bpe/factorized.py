@@ -88,6 +88,5 @@ def load(path: str, model: TokenizerModel | None = None) -> Factorized:
     imp = implicit.from_bytes(body[header["payload_bytes"]:], header["fingerprint"], path)
     if model is not None:
         imp.attach(model)
-    masks = [labels[offsets[s]:offsets[s + 1]] for s in range(n)]
-    succ = [nexts[offsets[s]:offsets[s + 1]] for s in range(n)]
-    return Factorized(masks, succ, finals, header["start"], imp)
+    return Factorized(lambda s: (labels[offsets[s]:offsets[s + 1]], nexts[offsets[s]:offsets[s + 1]]),
+                      finals, header["start"], imp)

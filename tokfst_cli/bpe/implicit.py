@@ -42,7 +42,7 @@ FORMAT = "tokfst-implicit-bpe"
 VERSION = 1
 MAGIC = b"TOKFSTBPE\0"
 ARRAYS = ("allowed", "alone", "fb_byte", "may_start", "may_end", "may_continue", "may_follow",
-          "rpos", "lorder", "boxes", "extra", "fb_delta", "fb_final")
+          "rpos", "lorder", "boxes", "extra", "fb_delta", "fb_final", "token_class")
 
 
 @dataclass
@@ -64,6 +64,7 @@ class ImplicitBpe:
     extra: np.ndarray  # int32 (p, 2): banned pairs decided exactly
     fb_delta: np.ndarray  # int32 (s, 256): fallback-run DFA, -1 = no move
     fb_final: np.ndarray  # bool (s,)
+    token_class: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))  # int32: class (state) per token
     derived: dict = field(default_factory=dict, repr=False)
 
     # ---- derived structure -------------------------------------------------------------
@@ -232,6 +233,8 @@ class ImplicitBpe:
     # ---- classes (states of A_BPE) -------------------------------------------------------
     def classes(self) -> np.ndarray:
         """Class (state) id per token: tokens with identical BANNED rows share one; -1 if never allowed."""
+        if "classes" not in self.derived and len(self.token_class) == self.vocab_size:
+            self.derived["classes"] = self.token_class.astype(np.int64)
         if "classes" not in self.derived:
             ptr, lo, hi, _, _ = self._rows()
             extra_rows: dict[int, bytes] = {}
@@ -392,6 +395,7 @@ def load_or_compile(model: TokenizerModel, artifact: str | None = None) -> Impli
 
 # ---- artifact ---------------------------------------------------------------------------
 def to_bytes(imp: ImplicitBpe) -> bytes:
+    imp.token_class = imp.classes().astype(np.int32)
     arrays = [np.ascontiguousarray(getattr(imp, name)) for name in ARRAYS]
     payload = zlib.compress(b"".join(a.tobytes() for a in arrays), 9)
     info = imp.info()

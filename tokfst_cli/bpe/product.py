@@ -35,13 +35,18 @@ class Stepper:
         _check_supported(imp)
         self.imp = imp
         self.classes = imp.classes()
-        self.reps: dict[int, int] = {}
-        for t in np.flatnonzero(self.classes >= 0):
-            self.reps.setdefault(int(self.classes[t]), int(t))
+        ids, first = np.unique(self.classes, return_index=True)
+        self.reps = dict(zip(ids.tolist(), first.tolist()))
         self._masks: dict[tuple[int, int], np.ndarray] = {}
-        fb = imp.fb_byte
-        self.next_fb = {f: np.where(fb >= 0, imp.fb_delta[f, np.clip(fb, 0, 255)], 0)
-                        for f in range(len(imp.fb_final))}
+        self._next_fb: dict[int, np.ndarray] = {}
+
+    def next_fb(self, fb: int) -> np.ndarray:
+        """Fallback-DFA state after each token, from state fb (0 for ordinary tokens)."""
+        arr = self._next_fb.get(fb)
+        if arr is None:
+            b = self.imp.fb_byte
+            arr = self._next_fb[fb] = np.where(b >= 0, self.imp.fb_delta[fb, np.clip(b, 0, 255)], 0)
+        return arr
 
     def mask(self, cls: int, fb: int) -> np.ndarray:
         key = (cls, fb)
@@ -52,6 +57,13 @@ class Stepper:
 
     def final(self, cls: int, fb: int) -> bool:
         return fb == 0 and bool(self.imp.fb_final[0]) and (cls == START or bool(self.imp.may_end[self.reps[cls]]))
+
+
+def stepper(imp: ImplicitBpe) -> Stepper:
+    """One Stepper per loaded artifact (its class masks are shared by every promotion)."""
+    if "stepper" not in imp.derived:
+        imp.derived["stepper"] = Stepper(imp)
+    return imp.derived["stepper"]
 
 
 def _arc_arrays(fst: pynini.Fst) -> dict[int, tuple[np.ndarray, np.ndarray]]:
@@ -65,7 +77,7 @@ def _arc_arrays(fst: pynini.Fst) -> dict[int, tuple[np.ndarray, np.ndarray]]:
 
 def materialize(agnostic: pynini.Fst, imp: ImplicitBpe, max_arcs: int = 2_000_000) -> pynini.Fst:
     """MIN(P x A_BPE) over the reachable part; LimitError past ``max_arcs``."""
-    step = Stepper(imp)
+    step = stepper(imp)
     arcs = _arc_arrays(agnostic)
     zero = pynini.Weight.zero(agnostic.weight_type())
     f = pynini.Fst()
@@ -90,7 +102,7 @@ def materialize(agnostic: pynini.Fst, imp: ImplicitBpe, max_arcs: int = 2_000_00
             raise LimitError(f"the canonical automaton needs more than {max_arcs} arcs",
                              "use --format index (factorized) or raise --max-arcs")
         next_cls = step.classes[labels]
-        next_fb = step.next_fb[fb][labels]
+        next_fb = step.next_fb(fb)[labels]
         for v, q, c, g in zip(labels.tolist(), targets.tolist(), next_cls.tolist(), next_fb.tolist()):
             key = (q, c, g)
             dst = ids.get(key)
@@ -107,24 +119,41 @@ def materialize(agnostic: pynini.Fst, imp: ImplicitBpe, max_arcs: int = 2_000_00
     return f
 
 
-@dataclass
 class Factorized:
-    """The agnostic automaton and the implicit A_BPE, combined at lookup time (Python API)."""
+    """The agnostic automaton and the implicit A_BPE, combined at lookup time (Python API).
 
-    masks: list[np.ndarray]  # per state of P: allowed token ids (sorted)
-    nexts: list[np.ndarray]  # per state of P: next state per allowed token
-    finals: np.ndarray  # bool per state of P
-    start: int
-    imp: ImplicitBpe
+    Per-state arrays of P are read on first use, so wrapping costs nothing up front.
+    """
 
-    def __post_init__(self):
-        self.step = Stepper(self.imp)
-        n = self.imp.vocab_size
-        self._allowed = []
-        for m in self.masks:
-            a = np.zeros(n, bool)
-            a[m] = True
-            self._allowed.append(a)
+    def __init__(self, arcs, finals: np.ndarray, start: int, imp: ImplicitBpe):
+        self._arcs = arcs  # state -> (sorted token ids, next states), or a function computing it
+        self.finals = finals
+        self.start = start
+        self.imp = imp
+        self.step = stepper(imp)
+        self._allowed: dict[int, np.ndarray] = {}
+        self._cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def arcs(self, p: int) -> tuple[np.ndarray, np.ndarray]:
+        got = self._cache.get(p)
+        if got is None:
+            got = self._cache[p] = self._arcs(p)
+        return got
+
+    @property
+    def masks(self) -> list[np.ndarray]:
+        return [self.arcs(p)[0] for p in range(len(self.finals))]
+
+    @property
+    def nexts(self) -> list[np.ndarray]:
+        return [self.arcs(p)[1] for p in range(len(self.finals))]
+
+    def _allowed_p(self, p: int) -> np.ndarray:
+        a = self._allowed.get(p)
+        if a is None:
+            a = self._allowed[p] = np.zeros(self.imp.vocab_size, bool)
+            a[self.arcs(p)[0]] = True
+        return a
 
     def initial(self) -> State:
         return (self.start, START, 0)
@@ -132,29 +161,29 @@ class Factorized:
     def mask(self, state: State) -> np.ndarray:
         """Bool mask over token ids: the tokens allowed next."""
         p, cls, fb = state
-        return self._allowed[p] & self.step.mask(cls, fb)
+        return self._allowed_p(p) & self.step.mask(cls, fb)
 
     def advance(self, state: State, token: int) -> State:
         p, cls, fb = state
-        i = np.searchsorted(self.masks[p], token)
-        if i >= len(self.masks[p]) or self.masks[p][i] != token or not self.step.mask(cls, fb)[token]:
+        labels, nexts = self.arcs(p)
+        i = np.searchsorted(labels, token)
+        if i >= len(labels) or labels[i] != token or not self.step.mask(cls, fb)[token]:
             raise ValueError(f"token {token} is not allowed in state {state}")
-        return (int(self.nexts[p][i]), int(self.step.classes[token]), int(self.step.next_fb[fb][token]))
+        return (int(nexts[i]), int(self.step.classes[token]), int(self.step.next_fb(fb)[token]))
 
     def is_final(self, state: State) -> bool:
         p, cls, fb = state
         return bool(self.finals[p]) and self.step.final(cls, fb)
 
 
+def _sorted_arcs(fst: pynini.Fst, p: int) -> tuple[np.ndarray, np.ndarray]:
+    arr = np.array([(a.ilabel - 1, a.nextstate) for a in fst.arcs(p)], np.int64).reshape(-1, 2)
+    order = np.argsort(arr[:, 0])
+    return arr[order, 0], arr[order, 1]
+
+
 def factorize(agnostic: pynini.Fst, imp: ImplicitBpe) -> Factorized:
+    """Wrap P and the implicit A_BPE; nothing is expanded until it is looked up."""
     zero = pynini.Weight.zero(agnostic.weight_type())
-    arcs = _arc_arrays(agnostic)
-    n = agnostic.num_states()
-    masks, nexts = [], []
-    for s in range(n):
-        labels, targets = arcs[s]
-        order = np.argsort(labels)
-        masks.append(labels[order])
-        nexts.append(targets[order])
-    finals = np.array([agnostic.final(s) != zero for s in range(n)])
-    return Factorized(masks, nexts, finals, agnostic.start(), imp)
+    finals = np.array([agnostic.final(s) != zero for s in range(agnostic.num_states())])
+    return Factorized(lambda p: _sorted_arcs(agnostic, p), finals, agnostic.start(), imp)
