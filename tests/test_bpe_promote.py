@@ -14,6 +14,7 @@ from tokfst_cli.bpe import factorized, implicit
 from tokfst_cli.bpe.explicit import explicit_automaton
 from tokfst_cli.bpe.gadgets import canonical_automaton, promote_gadgets
 from tokfst_cli.bpe.product import factorize, materialize
+from tokfst_cli.bpe.canonical import model_text
 from tokfst_cli.bpe.reference import HfReference
 from tokfst_cli.promote import promote
 from tokfst_cli.regex import compile_regex
@@ -55,7 +56,7 @@ def test_factorized_form_for_free_text(tok):
     automaton = compile_regex(REGEXES["email"])
     fz = factorize(promote(model, automaton, lex).fst, imp)
     rng = random.Random(6)
-    for s in sample_paths(automaton.fst, 300, seed=7):
+    for s in sample_paths(automaton.fst, N, seed=7):
         text = bytes(b - 1 for b in s).decode()
         state = fz.initial()
         for t in ref.tokenize_text(text):
@@ -64,7 +65,7 @@ def test_factorized_form_for_free_text(tok):
         assert fz.is_final(state)
     dist = _distance_to_final(fz)
     walks = attempts = 0
-    while walks < 300:  # random canonical walks, steered toward final states, re-tokenize to themselves
+    while walks < N:  # random canonical walks, steered toward final states, re-tokenize to themselves
         attempts += 1
         assert attempts < 20_000
         state, ids = fz.initial(), []
@@ -104,8 +105,9 @@ def _distance_to_final(fz) -> np.ndarray:
 
 
 def _small_cases(tmp_path):
-    yield tokmod.load(_synthetic(tmp_path, False)), ["(ab|ba)+c?", "[abc]{1,6}", "(x|y|z)+", "(?s).*"]
-    for opts in ({}, {"end_of_word_suffix": "</w>"}):
+    for ignore in (False, True):
+        yield tokmod.load(_synthetic(tmp_path, ignore)), ["(ab|ba)+c?", "[abc]{1,6}", "(x|y|z)+", "bca|b?ca", "(?s).*"]
+    for opts in ({}, {"end_of_word_suffix": "</w>"}, {"ignore_merges": True}):
         path = _train(tmp_path, 300, **opts)
         yield tokmod.load(path), list(REGEXES.values()) + ["(?s).{0,4}", "[a-z]+"]
 
@@ -123,10 +125,13 @@ def test_implicit_precomputed_and_factorized_agree(tmp_path):
             except Exception:  # noqa: BLE001 - a trained vocabulary may not spell the language
                 continue
             mat = materialize(agnostic, imp)
+            _check_against_hf(model, pattern, mat)
             pre = pynini.intersect(agnostic.copy().arcsort("olabel"), abpe.copy().arcsort("ilabel")).connect()
             assert pynini.equivalent(mat, pre.minimize()), pattern  # Eq. 5 = implicit product
             if not model.options.get("end_of_word_suffix"):  # the cascade handles no suffix/prefix
                 assert pynini.equivalent(mat, promote_gadgets(compile_regex(pattern), model)), pattern  # = Eq. 4
+            if model.options.get("ignore_merges"):
+                continue  # the factorized form refuses ignore_merges (checked in test_cli_canonical_forms)
             fz = factorize(agnostic, imp)
             assert pynini.equivalent(mat, _expand(fz)), pattern  # same language
             delta, fin = transitions(mat), finals(mat)  # and every materialized arc is allowed there
@@ -140,6 +145,27 @@ def test_implicit_precomputed_and_factorized_agree(tmp_path):
                 assert {lab - 1 for lab in delta[q]} <= set(np.flatnonzero(fz.mask(st)).tolist())
                 for lab, q2 in delta[q].items():
                     queue.append((q2, fz.advance(st, lab - 1)))
+
+
+def _check_against_hf(model, pattern: str, mat: pynini.Fst) -> None:
+    """HF's tokenizations of sampled strings are accepted; sampled paths are HF's tokenizations."""
+    from tokenizers import Tokenizer
+
+    hf = Tokenizer.from_file(model.source)
+    text = lambda ids: "".join(model_text(model, t)[0] for t in ids)  # noqa: E731
+    delta, fin = transitions(mat), finals(mat)
+    unk = model.token_id("[UNK]")
+    checked = 0
+    for s in sample_paths(compile_regex(pattern).fst, 60, seed=8):
+        ids = [t.id for t in hf.model.tokenize(bytes(b - 1 for b in s).decode())]
+        if unk in ids:
+            continue  # a character this small vocabulary lacks: no token path spells it
+        assert accepts(mat, [t + 1 for t in ids], delta, fin), (pattern, ids)
+        checked += 1
+    assert checked or not mat.num_states()
+    for path in sample_paths(mat, 60, seed=9):
+        ids = [x - 1 for x in path]
+        assert not ids or [t.id for t in hf.model.tokenize(text(ids))] == ids, (pattern, ids)
 
 
 def _expand(fz) -> pynini.Fst:

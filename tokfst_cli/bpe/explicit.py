@@ -34,6 +34,38 @@ def successors(imp: ImplicitBpe, cls: int, rep: int, fb: int) -> np.ndarray:
     return ok
 
 
+def ignore_merges_correction(f: pynini.Fst, imp: ImplicitBpe, single_ok) -> pynini.Fst:
+    """With ignore_merges, a word spelled exactly like a token w is [w]: remove the merge
+    tokenization of text(w) and add [w] (where ``single_ok(w)``), for every token w merges never make."""
+    replaced = imp.derived.get("replaced")
+    if not replaced:
+        return f
+    one = pynini.Weight.one(f.weight_type())
+    drop = pynini.Fst()
+    start = drop.add_state()
+    drop.set_start(start)
+    for seq in replaced.values():
+        if len(seq) < 2:
+            continue
+        q = start
+        for t in seq:
+            nxt = drop.add_state()
+            drop.add_arc(q, pynini.Arc(t + 1, t + 1, one, nxt))
+            q = nxt
+        drop.set_final(q)
+    drop = pynini.determinize(drop).minimize().arcsort("ilabel")
+    out = pynini.difference(f.copy().arcsort("olabel"), drop) if drop.num_states() else f.copy()
+    add = pynini.Fst()
+    a, b = add.add_state(), add.add_state()
+    add.set_start(a)
+    add.set_final(b)
+    for w in replaced:
+        if single_ok(w):
+            add.add_arc(a, pynini.Arc(w + 1, w + 1, one, b))
+    out = pynini.union(out, add).rmepsilon()
+    return pynini.determinize(out).minimize()
+
+
 def explicit_automaton(imp: ImplicitBpe, model: TokenizerModel, max_arcs: int = 5_000_000) -> pynini.Fst:
     """The explicit A_BPE acceptor over token labels (id + 1), trimmed."""
     classes = imp.classes()
@@ -66,7 +98,7 @@ def explicit_automaton(imp: ImplicitBpe, model: TokenizerModel, max_arcs: int = 
                 dst = ids[key] = f.add_state()
                 queue.append(key)
             f.add_arc(src, pynini.Arc(int(v) + 1, int(v) + 1, one, dst))
-    f.connect()
+    f = ignore_merges_correction(f.connect(), imp, lambda w: True)
     table = token_table(model)
     f.set_input_symbols(table).set_output_symbols(table)
     return f

@@ -161,6 +161,9 @@ class ImplicitBpe:
             # HF returns such a token for the word spelled exactly like it, markers or not
             self.derived["whole"] = np.array([bool(t) and t == x and i not in model.special_ids
                                               for i, (t, x) in enumerate(zip(model.tokens, texts))])
+            hf = HfBpe(model)  # merge tokenizations that ignore_merges replaces by one token
+            self.derived["replaced"] = {int(w): hf.merge_all(_symbols(hf, model, int(w)))
+                                        for w in np.flatnonzero(self.alone)}
         return self
 
     def _whole_word_rule(self, seq: list[int]) -> tuple[int, str] | None:

@@ -16,23 +16,16 @@ import numpy as np
 import pynini
 
 from ..errors import EmptyLanguageError, InputError, LimitError
-from .explicit import START, successors
+from .explicit import START, ignore_merges_correction, successors
 from .implicit import ImplicitBpe
 
 State = tuple[int, int, int]  # (state of P, class of last token or START, fallback DFA state)
-
-
-def _check_supported(imp: ImplicitBpe) -> None:
-    if imp.alone.any() or "texts" in imp.derived:
-        raise InputError("canonical promotion does not model ignore_merges yet",
-                         "use tokfst canonical-check for such tokenizers")
 
 
 class Stepper:
     """The implicit A_BPE as a deterministic automaton over token ids, with cached masks."""
 
     def __init__(self, imp: ImplicitBpe):
-        _check_supported(imp)
         self.imp = imp
         self.classes = imp.classes()
         ids, first = np.unique(self.classes, return_index=True)
@@ -111,6 +104,11 @@ def materialize(agnostic: pynini.Fst, imp: ImplicitBpe, max_arcs: int = 2_000_00
                 queue.append(key)
             f.add_arc(src, pynini.Arc(v + 1, v + 1, one, dst))
     f.connect()
+    if imp.derived.get("replaced"):
+        delta = {s: {a.ilabel: a.nextstate for a in agnostic.arcs(s)} for s in [agnostic.start()]}
+        st = agnostic.start()
+        f = ignore_merges_correction(f, imp, lambda w: (w + 1) in delta[st]
+                                     and agnostic.final(delta[st][w + 1]) != zero)
     if f.num_states() == 0:
         raise EmptyLanguageError("no canonical token sequence spells a string of this language",
                                  "every matching string tokenizes through other paths; check the regex")
@@ -129,6 +127,9 @@ class Factorized:
         self._arcs = arcs  # state -> (sorted token ids, next states), or a function computing it
         self.finals = finals
         self.start = start
+        if imp.alone.any() or imp.derived.get("replaced"):
+            raise InputError("the factorized form does not model ignore_merges yet",
+                             "materialize with tokfst promote --canonical (.fst) for such tokenizers")
         self.imp = imp
         self.step = stepper(imp)
         self._allowed: dict[int, np.ndarray] = {}
