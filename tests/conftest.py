@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from functools import lru_cache
 from pathlib import Path
 
@@ -16,6 +17,10 @@ TOKENIZERS = {
     "llama2": DATA / "llama2.json",
     "bert": DATA / "bert-base-uncased.json",
 }
+
+
+# Subprocess tests run the `tokfst` installed beside this interpreter, activated venv or not.
+os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
 
 
 @pytest.fixture(autouse=True, scope="session")
