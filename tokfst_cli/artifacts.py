@@ -8,7 +8,10 @@ and are named by tokenizer fingerprint and format version.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import os
+import struct
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -127,3 +130,28 @@ def cached_fst(name: str, build: Callable[[], pynini.Fst]) -> pynini.Fst:
     except TokfstError:
         pass  # an unwritable cache only costs time
     return fst
+
+
+def pack(magic: bytes, header: dict, body: bytes) -> bytes:
+    """A tokfst container: magic, u32 header length, JSON header (with the body's sha256), body."""
+    h = json.dumps({**header, "sha256": hashlib.sha256(body).hexdigest()}, sort_keys=True).encode()
+    return magic + struct.pack("<I", len(h)) + h + body
+
+
+def unpack(data: bytes, magic: bytes, fmt: str, version: int, source: str, fix: str) -> tuple[dict, bytes]:
+    """Header and body of a container; InputError for another format, a damaged or truncated file."""
+    if not data.startswith(magic) or len(data) < len(magic) + 4:
+        raise InputError(f"{source} is not a {fmt} file", fix)
+    (hlen,) = struct.unpack_from("<I", data, len(magic))
+    start = len(magic) + 4
+    try:
+        header = json.loads(data[start:start + hlen])
+    except (ValueError, UnicodeDecodeError):
+        raise InputError(f"{source} has a damaged header (truncated?)", fix) from None
+    if header.get("format") != fmt or header.get("version") != version:
+        raise InputError(f"{source} has format {header.get('format')} v{header.get('version')}, "
+                         f"expected {fmt} v{version}", fix)
+    body = data[start + hlen:]
+    if hashlib.sha256(body).hexdigest() != header.get("sha256"):
+        raise InputError(f"{source} is truncated or damaged (checksum mismatch)", fix)
+    return header, body

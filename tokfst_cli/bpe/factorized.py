@@ -14,15 +14,13 @@ Python API: ``load(path, model=None)`` returns a ``product.Factorized`` with ``i
 
 from __future__ import annotations
 
-import hashlib
-import json
-import struct
 import zlib
 from pathlib import Path
 
 import numpy as np
 import pynini
 
+from ..artifacts import pack, unpack
 from ..errors import InputError
 from ..tokenizer import TokenizerModel
 from . import implicit
@@ -50,12 +48,10 @@ def to_bytes(agnostic: pynini.Fst, imp: implicit.ImplicitBpe, pattern: str) -> b
                                       np.concatenate(nexts or [np.zeros(0)]).astype("<i4").tobytes(),
                                       finals.tobytes()]), 6)
     imp_bytes = implicit.to_bytes(imp)
-    body = payload + imp_bytes
     header = {"format": FORMAT, "version": VERSION, "fingerprint": imp.fingerprint, "regex": pattern,
               "start": agnostic.start(), "states": n, "arcs": offsets[-1], "payload_bytes": len(payload),
-              "implicit_bytes": len(imp_bytes), "sha256": hashlib.sha256(body).hexdigest()}
-    h = json.dumps(header, sort_keys=True).encode()
-    return MAGIC + struct.pack("<I", len(h)) + h + body
+              "implicit_bytes": len(imp_bytes)}
+    return pack(MAGIC, header, payload + imp_bytes)
 
 
 def load(path: str, model: TokenizerModel | None = None) -> Factorized:
@@ -64,19 +60,7 @@ def load(path: str, model: TokenizerModel | None = None) -> Factorized:
         data = Path(path).read_bytes()
     except OSError as e:
         raise InputError(f"cannot read {path}: {e.strerror or e}", "give a file from tokfst promote --canonical") from None
-    if not data.startswith(MAGIC) or len(data) < len(MAGIC) + 4:
-        raise InputError(f"{path} is not a tokfst factorized artifact", "build one with tokfst promote --canonical --format index")
-    (hlen,) = struct.unpack_from("<I", data, len(MAGIC))
-    start = len(MAGIC) + 4
-    try:
-        header = json.loads(data[start:start + hlen])
-    except (ValueError, UnicodeDecodeError):
-        raise InputError(f"{path} has a damaged header (truncated?)", "rebuild it") from None
-    if header.get("format") != FORMAT or header.get("version") != VERSION:
-        raise InputError(f"{path}: unsupported format {header.get('format')} v{header.get('version')}", "rebuild it")
-    body = data[start + hlen:]
-    if hashlib.sha256(body).hexdigest() != header["sha256"]:
-        raise InputError(f"{path} is truncated or damaged (checksum mismatch)", "rebuild it")
+    header, body = unpack(data, MAGIC, FORMAT, VERSION, path, "rebuild it with tokfst promote --canonical --format index")
     if model is not None and model.fingerprint != header["fingerprint"]:
         raise InputError(f"{path} was built for another tokenizer", "rebuild it for this tokenizer")
     raw = zlib.decompress(body[:header["payload_bytes"]])

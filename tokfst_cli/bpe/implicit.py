@@ -18,13 +18,11 @@ Artifact (``compile-bpe --form implicit``), all integers little-endian:
     H bytes   JSON header: format "tokfst-implicit-bpe", version, fingerprint, vocab_size,
               counts, sha256 (hex, of the compressed payload), arrays [{name, dtype, shape}]
     payload   zlib-compressed concatenation of the arrays' bytes, in header order
+(``artifacts.pack``/``unpack`` frame it.)
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import struct
 import zlib
 from dataclasses import dataclass, field
 
@@ -32,6 +30,7 @@ import numpy as np
 import pynini
 
 from .. import utf8
+from ..artifacts import pack, unpack
 from ..errors import InputError, LimitError
 from ..regex import _ranges_acceptor
 from ..tokenizer import TokenizerModel
@@ -397,6 +396,9 @@ def load_or_compile(model: TokenizerModel, artifact: str | None = None) -> Impli
 
 
 # ---- artifact ---------------------------------------------------------------------------
+FIX = "rebuild it with tokfst compile-bpe"
+
+
 def to_bytes(imp: ImplicitBpe) -> bytes:
     imp.token_class = imp.classes().astype(np.int32)
     arrays = [np.ascontiguousarray(getattr(imp, name)) for name in ARRAYS]
@@ -405,37 +407,17 @@ def to_bytes(imp: ImplicitBpe) -> bytes:
     header = {
         "format": FORMAT, "version": VERSION, "fingerprint": imp.fingerprint, "vocab_size": imp.vocab_size,
         "counts": {k: v for k, v in info.items() if k not in ("format", "version", "fingerprint")},
-        "sha256": hashlib.sha256(payload).hexdigest(),
         "arrays": [{"name": n, "dtype": a.dtype.str, "shape": list(a.shape)} for n, a in zip(ARRAYS, arrays)],
     }
-    h = json.dumps(header, sort_keys=True).encode()
-    return MAGIC + struct.pack("<I", len(h)) + h + payload
-
-
-def read_header(data: bytes, source: str = "artifact") -> tuple[dict, int]:
-    if not data.startswith(MAGIC) or len(data) < len(MAGIC) + 4:
-        raise InputError(f"{source} is not a tokfst implicit BPE artifact", "build one with tokfst compile-bpe")
-    (hlen,) = struct.unpack_from("<I", data, len(MAGIC))
-    start = len(MAGIC) + 4
-    try:
-        header = json.loads(data[start:start + hlen])
-    except (ValueError, UnicodeDecodeError):
-        raise InputError(f"{source} has a damaged header (truncated?)", "rebuild it with tokfst compile-bpe") from None
-    if header.get("format") != FORMAT or header.get("version") != VERSION:
-        raise InputError(f"{source} has format {header.get('format')} v{header.get('version')}, "
-                         f"expected {FORMAT} v{VERSION}", "rebuild it with this tokfst")
-    return header, start + hlen
+    return pack(MAGIC, header, payload)
 
 
 def from_bytes(data: bytes, fingerprint: str | None = None, source: str = "artifact") -> ImplicitBpe:
     """Load an artifact; refuse a truncated or damaged one, or one built for another tokenizer."""
-    header, offset = read_header(data, source)
+    header, payload = unpack(data, MAGIC, FORMAT, VERSION, source, FIX)
     if fingerprint is not None and header["fingerprint"] != fingerprint:
         raise InputError(f"{source} was built for tokenizer {header['fingerprint'][:16]}, "
                          f"not {fingerprint[:16]}", "rebuild it with tokfst compile-bpe for this tokenizer")
-    payload = data[offset:]
-    if hashlib.sha256(payload).hexdigest() != header["sha256"]:
-        raise InputError(f"{source} is truncated or damaged (checksum mismatch)", "rebuild it with tokfst compile-bpe")
     try:
         raw = zlib.decompress(payload)
     except zlib.error:

@@ -63,7 +63,6 @@ def compile_bpe_cmd(
     """
     if info is not None:
         data = _read(info)
-        header, _ = implicit.read_header(data, info)
         imp = implicit.from_bytes(data, source=info)
         counts = imp.info()
         counts["bytes"] = len(data)
