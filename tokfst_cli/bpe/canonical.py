@@ -30,8 +30,6 @@ import numpy as np
 from ..tokenizer import TokenizerModel
 from .hf import HfBpe
 
-INF = np.iinfo(np.int64).max
-
 
 @dataclass
 class Derivations:

@@ -10,7 +10,6 @@ mask(p, s) = allowed(p) minus BANNED(s), next((p, s), v) = (delta_P(p, v), step(
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import numpy as np
 import pynini

@@ -15,7 +15,14 @@ from .canonical import model_text
 class HfReference:
     def __init__(self, model: TokenizerModel):
         self.model = model
-        self.hf = Tokenizer.from_file(model.source)
+        self._hf: Tokenizer | None = None
+
+    @property
+    def hf(self) -> Tokenizer:
+        """HF's tokenizer, parsed on first use (canonical lines never need it)."""
+        if self._hf is None:
+            self._hf = Tokenizer.from_file(self.model.source)
+        return self._hf
 
     def text_of(self, ids: list[int]) -> str | None:
         """The model-level text a sequence spells, or None if it is not valid UTF-8."""
