@@ -68,46 +68,64 @@ def _arc_arrays(fst: pynini.Fst) -> dict[int, tuple[np.ndarray, np.ndarray]]:
 
 
 def materialize(agnostic: pynini.Fst, imp: ImplicitBpe, max_arcs: int = 2_000_000) -> pynini.Fst:
-    """MIN(P x A_BPE) over the reachable part; LimitError past ``max_arcs``."""
+    """MIN(P x A_BPE) over the reachable part; LimitError past ``max_arcs``.
+
+    Two phases: a vectorized exploration that numbers the reachable (p, class, fallback) states
+    and counts arcs (stopping early past ``max_arcs``, before any arc is built), then the Fst.
+    """
     step = stepper(imp)
     arcs = _arc_arrays(agnostic)
     zero = pynini.Weight.zero(agnostic.weight_type())
-    f = pynini.Fst()
-    one = pynini.Weight.one(f.weight_type())
-    start: State = (agnostic.start(), START, 0)
-    ids = {start: f.add_state()}
-    f.set_start(ids[start])
-    queue = [start]
+    n_fb = len(imp.fb_final)
+    n_cls = int(step.classes.max()) + 2  # classes and START (-1 -> 0)
+    width = n_cls * n_fb
+
+    def key(p, cls, fb):
+        return (p * n_cls + (cls + 1)) * n_fb + fb
+
+    start = key(agnostic.start(), START, 0)
+    ids = {start: 0}
+    order = [start]
+    kept: list[tuple[np.ndarray, np.ndarray]] = []
     total = 0
-    while queue:
-        p, cls, fb = queue.pop()
-        src = ids[(p, cls, fb)]
-        if agnostic.final(p) != zero and step.final(cls, fb):
-            f.set_final(src)
+    i = 0
+    while i < len(order):
+        k = order[i]
+        i += 1
+        p, rest = divmod(k, width)
+        c, fb = divmod(rest, n_fb)
         labels, targets = arcs[p]
-        if not len(labels):
-            continue
-        keep = step.mask(cls, fb)[labels]
-        labels, targets = labels[keep], targets[keep]
+        if len(labels):
+            keep = step.mask(c - 1, fb)[labels]
+            labels, targets = labels[keep], targets[keep]
         total += len(labels)
         if total > max_arcs:
             raise LimitError(f"the canonical automaton needs more than {max_arcs} arcs",
                              "use --format index (factorized) or raise --max-arcs")
-        next_cls = step.classes[labels]
-        next_fb = step.next_fb(fb)[labels]
-        for v, q, c, g in zip(labels.tolist(), targets.tolist(), next_cls.tolist(), next_fb.tolist()):
-            key = (q, c, g)
-            dst = ids.get(key)
-            if dst is None:
-                dst = ids[key] = f.add_state()
-                queue.append(key)
-            f.add_arc(src, pynini.Arc(v + 1, v + 1, one, dst))
+        keys = (targets * n_cls + step.classes[labels] + 1) * n_fb + step.next_fb(fb)[labels]
+        for u in np.unique(keys).tolist():
+            if u not in ids:
+                ids[u] = len(order)
+                order.append(u)
+        kept.append((labels, keys))
+    f = pynini.Fst()
+    one = pynini.Weight.one(f.weight_type())
+    f.add_states(len(order))
+    f.set_start(0)
+    known = np.array(order, np.int64)
+    sort = np.argsort(known)
+    for src, (k, (labels, keys)) in enumerate(zip(order, kept)):
+        p, rest = divmod(k, width)
+        c, fb = divmod(rest, n_fb)
+        if agnostic.final(p) != zero and step.final(c - 1, fb):
+            f.set_final(src)
+        dst = sort[np.searchsorted(known, keys, sorter=sort)]
+        for v, d in zip(labels.tolist(), dst.tolist()):
+            f.add_arc(src, pynini.Arc(v + 1, v + 1, one, d))
     f.connect()
     if imp.derived.get("replaced"):
-        delta = {s: {a.ilabel: a.nextstate for a in agnostic.arcs(s)} for s in [agnostic.start()]}
-        st = agnostic.start()
-        f = ignore_merges_correction(f, imp, lambda w: (w + 1) in delta[st]
-                                     and agnostic.final(delta[st][w + 1]) != zero)
+        first = {a.ilabel: a.nextstate for a in agnostic.arcs(agnostic.start())}
+        f = ignore_merges_correction(f, imp, lambda w: (w + 1) in first and agnostic.final(first[w + 1]) != zero)
     if f.num_states() == 0:
         raise EmptyLanguageError("no canonical token sequence spells a string of this language",
                                  "every matching string tokenizes through other paths; check the regex")
