@@ -107,7 +107,7 @@ def _distance_to_final(fz) -> np.ndarray:
 def _small_cases(tmp_path):
     for ignore in (False, True):
         yield tokmod.load(_synthetic(tmp_path, ignore)), ["(ab|ba)+c?", "[abc]{1,6}", "(x|y|z)+", "bca|b?ca", "(?s).*"]
-    for opts in ({}, {"end_of_word_suffix": "</w>"}, {"ignore_merges": True}):
+    for opts in ({}, {"end_of_word_suffix": "</w>"}, {"continuing_subword_prefix": "##"}, {"ignore_merges": True}):
         path = _train(tmp_path, 300, **opts)
         yield tokmod.load(path), list(REGEXES.values()) + ["(?s).{0,4}", "[a-z]+"]
 
@@ -117,8 +117,7 @@ def test_implicit_precomputed_and_factorized_agree(tmp_path):
         imp = implicit.compile_implicit(model).attach(model)
         lex = build_lexicon(model)
         abpe = explicit_automaton(imp, model)
-        if not model.options.get("end_of_word_suffix"):  # A_BPE: implicit form = gadget cascade on Sigma*
-            assert pynini.equivalent(abpe, canonical_automaton(model))
+        assert pynini.equivalent(abpe, canonical_automaton(model))  # A_BPE: implicit form = Eq. 4 on Sigma*
         for pattern in patterns:
             try:
                 agnostic = promote(model, compile_regex(pattern), lex).fst
@@ -128,8 +127,7 @@ def test_implicit_precomputed_and_factorized_agree(tmp_path):
             _check_against_hf(model, pattern, mat)
             pre = pynini.intersect(agnostic.copy().arcsort("olabel"), abpe.copy().arcsort("ilabel")).connect()
             assert pynini.equivalent(mat, pre.minimize()), pattern  # Eq. 5 = implicit product
-            if not model.options.get("end_of_word_suffix"):  # the cascade handles no suffix/prefix
-                assert pynini.equivalent(mat, promote_gadgets(compile_regex(pattern), model)), pattern  # = Eq. 4
+            assert pynini.equivalent(mat, promote_gadgets(compile_regex(pattern), model)), pattern  # = Eq. 4
             if model.options.get("ignore_merges"):
                 continue  # the factorized form refuses ignore_merges (checked in test_cli_canonical_forms)
             fz = factorize(agnostic, imp)

@@ -387,7 +387,7 @@ def test_errors(synth, trained):
         promote_gadgets(compile_regex("q+"), synth.model)
     with pytest.raises(LimitError):
         canonical_automaton(trained["plain120"].model, max_states=5)
-    prefixed = hf_json([("a", "b")], "ab", continuing_subword_prefix="##")
-    prefixed["model"]["vocab"].update({"##b": 10, "##a": 11})
-    with pytest.raises(InputError):
-        canonical_automaton(tokenizer.from_json(prefixed))
+    fallback = hf_json([("a", "b")], "ab")
+    fallback["model"]["byte_fallback"] = True
+    with pytest.raises(InputError, match="byte_fallback"):
+        canonical_automaton(tokenizer.from_json(fallback))

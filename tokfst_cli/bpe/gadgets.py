@@ -49,6 +49,7 @@ from ..errors import EmptyLanguageError, InputError, LimitError
 from ..regex import ByteAutomaton
 from ..symbols import token_table
 from ..tokenizer import TokenizerModel
+from .canonical import model_text
 from .hf import HfBpe
 
 INF = float("inf")
@@ -242,7 +243,7 @@ def block_gadget(table: MergeTable, rank: int, alphabet: Iterable[int], max_stat
 def _check_supported(model: TokenizerModel) -> None:
     if model.family != "bpe":
         raise InputError(f"{model.source} is not a BPE tokenizer", "merge gadgets need a BPE tokenizer.json")
-    for key in ("continuing_subword_prefix", "end_of_word_suffix", "byte_fallback"):
+    for key in ("byte_fallback",):
         if model.options.get(key):
             raise InputError(f"{model.source}: merge gadgets do not model {key}",
                              "use the canonical automaton of tokfst_cli.bpe.canonical")
@@ -322,33 +323,56 @@ def base_tokens(model: TokenizerModel) -> dict[bytes, int]:
     return out
 
 
-def initial_symbols_acceptor(byte_acceptor: pynini.Fst, model: TokenizerModel,
-                             max_states: int = 1_000_000) -> pynini.Fst:
-    """MIN(PROJ(A o T0)), T0 mapping each character's bytes to its single-character token.
+def initial_symbols_transducer(model: TokenizerModel) -> pynini.Fst:
+    """T0: a word's bytes -> HF's initial symbols (one token per character).
 
-    Strings with a character that has no such token are outside the result (HF would need
-    unk_token or byte fallback there).
+    Position matters when the model has a continuing-subword prefix (characters after the
+    first are "##c") or an end-of-word suffix (the last is "c</w>"): states S (start), M (inside
+    the word) and E (after the last character, only with a suffix). A character without the
+    right single-character token is outside the result (HF would need unk or byte fallback).
     """
     _check_supported(model)
+    prefix = bool(model.options.get("continuing_subword_prefix"))
+    suffix = bool(model.options.get("end_of_word_suffix"))
     f, one = _fst()
-    root = f.add_state()
-    f.set_start(root)
-    f.set_final(root)
+    start, mid = f.add_state(), f.add_state()
+    end = f.add_state() if suffix else mid
+    f.set_start(start)
+    f.set_final(start)
+    f.set_final(end)
     trie: dict[tuple[int, int], int] = {}
-    for surface, tid in base_tokens(model).items():
-        node = root
-        for k, byte in enumerate(surface):
-            if k == len(surface) - 1:
-                f.add_arc(node, pynini.Arc(byte + 1, tid + 1, one, root))
-            else:
-                if (node, byte) not in trie:
-                    trie[(node, byte)] = f.add_state()
-                    f.add_arc(node, pynini.Arc(byte + 1, 0, one, trie[(node, byte)]))
-                node = trie[(node, byte)]
+    for tid, tok in enumerate(model.tokens):
+        surface = model.surfaces[tid]
+        if not tok or tid in model.special_ids or not surface:
+            continue
+        text, pre, suf = model_text(model, tid)
+        if len(text) != 1:
+            continue
+        sources = [q for q, first in ((start, True), (mid, False)) if not prefix or pre != first]
+        target = end if (suffix and suf) else mid
+        if suffix and not suf:
+            target = mid
+        for src in sources:
+            node = src
+            for k, byte in enumerate(surface):
+                if k == len(surface) - 1:
+                    f.add_arc(node, pynini.Arc(byte + 1, tid + 1, one, target))
+                else:
+                    if (node, byte) not in trie:
+                        trie[(node, byte)] = f.add_state()
+                        f.add_arc(node, pynini.Arc(byte + 1, 0, one, trie[(node, byte)]))
+                    node = trie[(node, byte)]
+    return f
+
+
+def initial_symbols_acceptor(byte_acceptor: pynini.Fst, model: TokenizerModel,
+                             max_states: int = 1_000_000) -> pynini.Fst:
+    """MIN(PROJ(A o T0)): the initial-symbol sequences of the words of A."""
     a = byte_acceptor.copy()
     a.set_input_symbols(None)
     a.set_output_symbols(None)
-    c = pynini.compose(a.arcsort("olabel"), f.arcsort("ilabel"), connect=True)
+    t0 = initial_symbols_transducer(model)
+    c = pynini.compose(a.arcsort("olabel"), t0.arcsort("ilabel"), connect=True)
     return _optimize(c.project("output"), max_states, "the initial-symbol acceptor")
 
 
@@ -383,9 +407,14 @@ def _ignore_merges(result: pynini.Fst, init: pynini.Fst, model: TokenizerModel, 
     """HF's ignore_merges: a word that is itself a token t is [t] instead of its merge result."""
     if not model.options.get("ignore_merges"):
         return result
-    base = {model.tokens[i]: i for i in base_tokens(model).values()}
-    words = [(tid, [base[ch] for ch in tok]) for tid, tok in enumerate(model.tokens)
-             if tok and tid not in model.special_ids and all(ch in base for ch in tok)]
+    hf = HfBpe(model)
+    words = []
+    for tid, tok in enumerate(model.tokens):  # HF looks the raw word up: tokens without markers
+        if tok and tid not in model.special_ids and model_text(model, tid)[0] == tok:
+            try:
+                words.append((tid, hf.initial_symbols(tok)))
+            except InputError:
+                continue
     words = [(tid, syms) for tid, syms in words if _accepts(init, [s + 1 for s in syms])]
     if not words:
         return result
@@ -411,13 +440,7 @@ def canonical_automaton(model: TokenizerModel, max_states: int = 1_000_000, exac
     Sigma is the set of initial symbols (single-character tokens); t is accepted iff HF's model
     maps text(t) to t. Practical for small vocabularies only (one composition per merge).
     """
-    _check_supported(model)
-    f, one = _fst()
-    q = f.add_state()
-    f.set_start(q)
-    f.set_final(q)
-    for tid in sorted(set(base_tokens(model).values())):
-        f.add_arc(q, pynini.Arc(tid + 1, tid + 1, one, q))
+    f = _optimize(initial_symbols_transducer(model).project("output"), max_states, "Sigma*")
     result = _ignore_merges(cascade(f, model, max_states, exact), f, model, max_states, exact)
     return _label(result, model)
 
