@@ -18,7 +18,8 @@ from ..errors import EmptyLanguageError, InputError, LimitError
 from .explicit import START, ignore_merges_correction, successors
 from .implicit import ImplicitBpe
 
-State = tuple[int, int, int]  # (state of P, class of last token or START, fallback DFA state)
+State = tuple[int, int, int, int]  # (state of P, class of last token | START | WHOLE, fallback state, trie node)
+WHOLE = -2  # after a token that ignore_merges allows only as the whole word
 
 
 class Stepper:
@@ -144,9 +145,17 @@ class Factorized:
         self._arcs = arcs  # state -> (sorted token ids, next states), or a function computing it
         self.finals = finals
         self.start = start
-        if imp.alone.any() or imp.derived.get("replaced"):
-            raise InputError("the factorized form does not model ignore_merges yet",
-                             "materialize with tokfst promote --canonical (.fst) for such tokenizers")
+        if imp.alone.any() and "replaced" not in imp.derived:
+            raise InputError("this artifact's tokenizer uses ignore_merges", "load it with the tokenizer (model=...)")
+        # ignore_merges: the merge tokenizations replaced by one token, as a trie from the word start
+        self._children: dict[tuple[int, int], int] = {}
+        self._complete: set[int] = set()
+        for seq in imp.derived.get("replaced", {}).values():
+            node = 0
+            for t in seq:
+                node = self._children.setdefault((node, t), len(self._children) + 1)
+            if len(seq) > 1:
+                self._complete.add(node)
         self.imp = imp
         self.step = stepper(imp)
         self._allowed: dict[int, np.ndarray] = {}
@@ -174,24 +183,34 @@ class Factorized:
         return a
 
     def initial(self) -> State:
-        return (self.start, START, 0)
+        return (self.start, START, 0, 0)
 
     def mask(self, state: State) -> np.ndarray:
         """Bool mask over token ids: the tokens allowed next."""
-        p, cls, fb = state
-        return self._allowed_p(p) & self.step.mask(cls, fb)
+        p, cls, fb, _ = state
+        if cls == WHOLE:
+            return np.zeros(self.imp.vocab_size, bool)
+        m = self._allowed_p(p) & self.step.mask(cls, fb)
+        if cls == START and self.imp.alone.any():
+            m |= self._allowed_p(p) & self.imp.alone
+        return m
 
     def advance(self, state: State, token: int) -> State:
-        p, cls, fb = state
+        p, cls, fb, node = state
         labels, nexts = self.arcs(p)
         i = np.searchsorted(labels, token)
-        if i >= len(labels) or labels[i] != token or not self.step.mask(cls, fb)[token]:
+        if i >= len(labels) or labels[i] != token or not self.mask(state)[token]:
             raise ValueError(f"token {token} is not allowed in state {state}")
-        return (int(nexts[i]), int(self.step.classes[token]), int(self.step.next_fb(fb)[token]))
+        if self.imp.alone[token]:
+            return (int(nexts[i]), WHOLE, 0, -1)
+        node = self._children.get((node, token), -1) if node >= 0 else -1
+        return (int(nexts[i]), int(self.step.classes[token]), int(self.step.next_fb(fb)[token]), node)
 
     def is_final(self, state: State) -> bool:
-        p, cls, fb = state
-        return bool(self.finals[p]) and self.step.final(cls, fb)
+        p, cls, fb, node = state
+        if cls == WHOLE:
+            return bool(self.finals[p])
+        return bool(self.finals[p]) and self.step.final(cls, fb) and node not in self._complete
 
 
 def _sorted_arcs(fst: pynini.Fst, p: int) -> tuple[np.ndarray, np.ndarray]:
