@@ -17,6 +17,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import numpy as np
 import pynini
 
 from .errors import InputError, TokfstError
@@ -155,3 +156,37 @@ def unpack(data: bytes, magic: bytes, fmt: str, version: int, source: str, fix: 
     if hashlib.sha256(body).hexdigest() != header.get("sha256"):
         raise InputError(f"{source} is truncated or damaged (checksum mismatch)", fix)
     return header, body
+
+
+_FST_MAGIC = 2125659606
+_VECTOR_VERSION = 2
+_PROPS_EXPANDED_MUTABLE = 0x3
+
+
+def fst_from_arrays(num_states: int, start: int, finals: np.ndarray, src: np.ndarray, ilabel: np.ndarray,
+                    olabel: np.ndarray, dst: np.ndarray) -> pynini.Fst:
+    """A standard-arc VectorFst built in bulk from arc arrays (unweighted).
+
+    pynini has no bulk constructor and ``add_arc`` costs ~0.7 µs per arc from Python, so this
+    writes OpenFst's own binary vector format (FstHeader, then per state its final weight,
+    arc count and 16-byte arcs) with numpy and lets OpenFst read it. ``finals`` is a bool mask.
+    """
+    order = np.argsort(src, kind="stable")
+    src, ilabel, olabel, dst = src[order], ilabel[order], olabel[order], dst[order]
+    counts = np.bincount(src, minlength=num_states).astype(np.int64)
+    header = struct.pack("<i", _FST_MAGIC)
+    for s in (b"vector", b"standard"):
+        header += struct.pack("<i", len(s)) + s
+    header += struct.pack("<iiQqqq", _VECTOR_VERSION, 0, _PROPS_EXPANDED_MUTABLE, start, num_states, 0)
+    arcs = np.zeros(len(src), [("il", "<i4"), ("ol", "<i4"), ("w", "<f4"), ("next", "<i4")])
+    arcs["il"], arcs["ol"], arcs["next"] = ilabel, olabel, dst
+    raw = arcs.tobytes()
+    ends = np.cumsum(counts) * 16
+    parts = [header]
+    begin = 0
+    for final, n, end in zip(finals.tolist(), counts.tolist(), ends.tolist()):
+        parts.append(struct.pack("<fq", 0.0 if final else float("inf"), n))
+        parts.append(raw[begin:end])
+        begin = end
+    return pynini.Fst.read_from_string(b"".join(parts))
+

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pynini
 
+from ..artifacts import fst_from_arrays
 from ..errors import EmptyLanguageError, InputError, LimitError
 from .explicit import START, ignore_merges_correction, successors
 from .implicit import ImplicitBpe
@@ -109,20 +110,17 @@ def materialize(agnostic: pynini.Fst, imp: ImplicitBpe, max_arcs: int = 2_000_00
                 ids[u] = len(order)
                 order.append(u)
         kept.append((labels, keys))
-    f = pynini.Fst()
-    one = pynini.Weight.one(f.weight_type())
-    f.add_states(len(order))
-    f.set_start(0)
     known = np.array(order, np.int64)
     sort = np.argsort(known)
-    for src, (k, (labels, keys)) in enumerate(zip(order, kept)):
-        p, rest = divmod(k, width)
-        c, fb = divmod(rest, n_fb)
-        if agnostic.final(p) != zero and step.final(c - 1, fb):
-            f.set_final(src)
-        dst = sort[np.searchsorted(known, keys, sorter=sort)]
-        for v, d in zip(labels.tolist(), dst.tolist()):
-            f.add_arc(src, pynini.Arc(v + 1, v + 1, one, d))
+    p_of, rest = np.divmod(known, width)
+    c_of, fb_of = np.divmod(rest, n_fb)
+    final_p = np.array([agnostic.final(int(p)) != zero for p in range(agnostic.num_states())])
+    finals = final_p[p_of] & np.array([step.final(int(c) - 1, int(g)) for c, g in zip(c_of, fb_of)])
+    src = np.repeat(np.arange(len(order)), [len(lab) for lab, _ in kept])
+    labels = np.concatenate([lab for lab, _ in kept]) if kept else np.zeros(0, np.int64)
+    keys = np.concatenate([k for _, k in kept]) if kept else np.zeros(0, np.int64)
+    dst = sort[np.searchsorted(known, keys, sorter=sort)]
+    f = fst_from_arrays(len(order), 0, finals, src, labels + 1, labels + 1, dst)
     f.connect()
     if imp.derived.get("replaced"):
         first = {a.ilabel: a.nextstate for a in agnostic.arcs(agnostic.start())}
