@@ -59,20 +59,7 @@ def sample_paths(fst: pynini.Fst, n: int, seed: int = 0, stop: float = 0.25, max
     rng = random.Random(seed)
     delta = {s: [(a.ilabel, a.nextstate) for a in fst.arcs(s)] for s in fst.states()}
     fin = finals(fst)
-    dist = {s: 0 for s in fin}
-    frontier = list(fin)
-    back: dict[int, list[int]] = {}
-    for s, arcs in delta.items():
-        for _, t in arcs:
-            back.setdefault(t, []).append(s)
-    while frontier:
-        nxt = []
-        for t in frontier:
-            for s in back.get(t, ()):
-                if s not in dist:
-                    dist[s] = dist[t] + 1
-                    nxt.append(s)
-        frontier = nxt
+    dist = distance_to_final({s: [t for _, t in arcs] for s, arcs in delta.items()}, fin)
     closer = {s: [(x, t) for x, t in arcs if dist[t] < dist[s]] for s, arcs in delta.items()}
     out = []
     while len(out) < n:
@@ -85,6 +72,25 @@ def sample_paths(fst: pynini.Fst, n: int, seed: int = 0, stop: float = 0.25, max
             label, s = rng.choice(closer[s] if greedy else delta[s])
             path.append(label)
     return out
+
+
+def distance_to_final(succ: dict[int, list[int]], fin) -> dict[int, int]:
+    """Arcs from each state to the nearest final state (BFS on reversed arcs; 10**9 if none)."""
+    back: dict[int, set[int]] = {}
+    for s, targets in succ.items():
+        for t in targets:
+            back.setdefault(t, set()).add(s)
+    dist = {s: 0 for s in fin}
+    frontier = list(dist)
+    while frontier:
+        nxt = []
+        for t in frontier:
+            for s in back.get(t, ()):
+                if s not in dist:
+                    dist[s] = dist[t] + 1
+                    nxt.append(s)
+        frontier = nxt
+    return {s: dist.get(s, 10**9) for s in succ}
 
 
 def enumerate_paths(fst: pynini.Fst, limit: int = 2_000_000) -> set[tuple[int, ...]]:

@@ -21,7 +21,7 @@ from tokfst_cli.regex import compile_regex
 from tokfst_cli.lexicon import build as build_lexicon
 
 from .conftest import TOKENIZERS, real, words100
-from .helpers import SIX_REGEXES, accepts, add_words_regex, finals, fullmatch, sample_paths, transitions
+from .helpers import SIX_REGEXES, distance_to_final, accepts, add_words_regex, finals, fullmatch, sample_paths, transitions
 from .test_bpe_canonical import _synthetic, _train, compiled
 
 REGEXES = add_words_regex(SIX_REGEXES, words100())
@@ -86,22 +86,10 @@ def test_factorized_form_for_free_text(tok):
 
 
 def _distance_to_final(fz) -> np.ndarray:
-    """Arcs to a final state of the agnostic automaton, per state (BFS on reversed arcs)."""
-    back: dict[int, set[int]] = {}
-    for p, nxt in enumerate(fz.nexts):
-        for q in set(nxt.tolist()):
-            back.setdefault(q, set()).add(p)
-    dist = {p: 0 for p in np.flatnonzero(fz.finals).tolist()}
-    frontier = list(dist)
-    while frontier:
-        new = []
-        for q in frontier:
-            for p in back.get(q, ()):
-                if p not in dist:
-                    dist[p] = dist[q] + 1
-                    new.append(p)
-        frontier = new
-    return np.array([dist.get(p, 10**9) for p in range(len(fz.nexts))])
+    """Arcs to a final state of the agnostic automaton, per state."""
+    succ = {p: sorted(set(fz.arcs(p)[1].tolist())) for p in range(len(fz.finals))}
+    dist = distance_to_final(succ, np.flatnonzero(fz.finals).tolist())
+    return np.array([dist[p] for p in range(len(fz.finals))])
 
 
 def _small_cases(tmp_path):
@@ -182,6 +170,26 @@ def _expand(fz) -> pynini.Fst:
                 queue.append(nxt)
             f.add_arc(ids[st], pynini.Arc(t + 1, t + 1, one, ids[nxt]))
     return f.connect().minimize()
+
+
+def test_cli_methods_and_forms_agree(tmp_path):
+    """promote --canonical --method implicit|precomputed|gadgets and compile-bpe --form fst|gadgets."""
+    path = _synthetic(tmp_path, False)
+    fsts = {}
+    for method in ("implicit", "precomputed", "gadgets"):
+        out = tmp_path / f"{method}.fst"
+        r = subprocess.run(["tokfst", "promote", path, "-e", "(ab|ba)+c?", "--canonical", "--method", method,
+                            str(out)], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        fsts[method] = pynini.Fst.read(str(out))
+    assert pynini.equivalent(fsts["implicit"], fsts["precomputed"])
+    assert pynini.equivalent(fsts["implicit"], fsts["gadgets"])
+    for form in ("fst", "gadgets"):
+        r = subprocess.run(["tokfst", "compile-bpe", path, str(tmp_path / f"a-{form}.fst"), "--form", form],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+    assert pynini.equivalent(pynini.Fst.read(str(tmp_path / "a-fst.fst")),
+                             pynini.Fst.read(str(tmp_path / "a-gadgets.fst")))
 
 
 def test_cli_canonical_forms(tmp_path):

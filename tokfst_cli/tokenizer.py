@@ -78,6 +78,22 @@ class TokenizerModel:
         return [(i, s) for i, s in enumerate(self.surfaces) if s]
 
 
+def strip_markers(token: str, prefix: str, suffix: str) -> tuple[str, bool, bool]:
+    """(text, has continuing-subword prefix, has end-of-word suffix) of a token string."""
+    pre = bool(prefix) and token.startswith(prefix) and len(token) > len(prefix)
+    if pre:
+        token = token[len(prefix):]
+    suf = bool(suffix) and token.endswith(suffix) and len(token) > len(suffix)
+    if suf:
+        token = token[: -len(suffix)]
+    return token, pre, suf
+
+
+def merge_result(left: str, right: str, prefix: str) -> str:
+    """The token a merge (left, right) makes: HF drops the right operand's prefix."""
+    return left + (right[len(prefix):] if prefix and right.startswith(prefix) else right)
+
+
 def resolve_path(name_or_path: str) -> Path:
     """A path, or the name of a tokenizer bundled with the package (``gpt2``)."""
     p = Path(name_or_path)
@@ -219,7 +235,7 @@ def from_json(data: dict, source: str = "<json>") -> TokenizerModel:
             if not isinstance(pair, (list, tuple)) or len(pair) != 2:
                 raise InputError(f"{source}: merge {rank} {mg!r} is not a pair", "write merges as 'a b' or [a, b]")
             a, b = pair
-            if a not in ids or b not in ids or (a + b[len(prefix):] if prefix and b.startswith(prefix) else a + b) not in ids:
+            if a not in ids or b not in ids or merge_result(a, b, prefix) not in ids:
                 raise InputError(
                     f"{source}: merge {rank} ({a!r}, {b!r}) uses or makes a token not in the vocabulary",
                     "give a consistent tokenizer.json",
@@ -236,12 +252,7 @@ def from_json(data: dict, source: str = "<json>") -> TokenizerModel:
     surfaces: list[bytes | None] = []
     internal: list[bool] = []
     for i, tok in enumerate(tokens):
-        inner = False
-        text = tok
-        if prefix and text.startswith(prefix) and len(text) > len(prefix):
-            text, inner = text[len(prefix):], True
-        if suffix and text.endswith(suffix) and len(text) > len(suffix):
-            text = text[: -len(suffix)]
+        text, inner, _ = strip_markers(tok, prefix, suffix)
         s = None if (i in special or not tok) else _surface(text, style, byte_fallback)
         surfaces.append(s or None)
         internal.append(inner)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..tokenizer import TokenizerModel
+from ..tokenizer import TokenizerModel, strip_markers
 from .hf import HfBpe
 
 
@@ -46,16 +46,8 @@ class Derivations:
 def model_text(model: TokenizerModel, tid: int) -> tuple[str, bool, bool]:
     """The text HF's model sees for a token, and whether it carries the continuing-subword
     prefix (word-internal start) and the end-of-word suffix (word end)."""
-    tok = model.tokens[tid]
-    prefix = model.options.get("continuing_subword_prefix") or ""
-    suffix = model.options.get("end_of_word_suffix") or ""
-    pre = bool(prefix) and tok.startswith(prefix) and len(tok) > len(prefix)
-    if pre:
-        tok = tok[len(prefix):]
-    suf = bool(suffix) and tok.endswith(suffix) and len(tok) > len(suffix)
-    if suf:
-        tok = tok[: -len(suffix)]
-    return tok, pre, suf
+    return strip_markers(model.tokens[tid], model.options.get("continuing_subword_prefix") or "",
+                         model.options.get("end_of_word_suffix") or "")
 
 
 def derive(model: TokenizerModel, hf: HfBpe | None = None) -> Derivations:

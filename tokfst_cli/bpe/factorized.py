@@ -24,7 +24,7 @@ from ..artifacts import pack, unpack
 from ..errors import InputError
 from ..tokenizer import TokenizerModel
 from . import implicit
-from .product import Factorized, _arc_arrays
+from .product import Factorized, sorted_arcs
 
 MAGIC = b"TOKFSTFAC\0"
 FORMAT = "tokfst-factorized"
@@ -32,15 +32,13 @@ VERSION = 1
 
 
 def to_bytes(agnostic: pynini.Fst, imp: implicit.ImplicitBpe, pattern: str) -> bytes:
-    arcs = _arc_arrays(agnostic)
     zero = pynini.Weight.zero(agnostic.weight_type())
     n = agnostic.num_states()
     labels, nexts, offsets = [], [], [0]
     for s in range(n):
-        lab, nxt = arcs[s]
-        order = np.argsort(lab)
-        labels.append(lab[order])
-        nexts.append(nxt[order])
+        lab, nxt = sorted_arcs(agnostic, s)
+        labels.append(lab)
+        nexts.append(nxt)
         offsets.append(offsets[-1] + len(lab))
     finals = np.array([agnostic.final(s) != zero for s in range(n)], np.uint8)
     payload = zlib.compress(b"".join([np.array(offsets, "<i8").tobytes(),

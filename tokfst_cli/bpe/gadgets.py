@@ -313,16 +313,6 @@ def cascade(acceptor: pynini.Fst, model: TokenizerModel, max_states: int = 1_000
     return acc
 
 
-def base_tokens(model: TokenizerModel) -> dict[bytes, int]:
-    """surface -> id of the initial symbols: tokens whose model text is one character."""
-    out: dict[bytes, int] = {}
-    for tid, tok in enumerate(model.tokens):
-        s = model.surfaces[tid]
-        if len(tok) == 1 and s and tid not in model.special_ids:
-            out.setdefault(s, tid)
-    return out
-
-
 def initial_symbols_transducer(model: TokenizerModel) -> pynini.Fst:
     """T0: a word's bytes -> HF's initial symbols (one token per character).
 

@@ -18,7 +18,7 @@ import heapq
 from dataclasses import dataclass
 
 from ..errors import InputError
-from ..tokenizer import TokenizerModel
+from ..tokenizer import TokenizerModel, merge_result
 
 
 @dataclass(frozen=True)
@@ -45,9 +45,7 @@ class HfBpe:
         self.suffix = model.options.get("end_of_word_suffix") or ""
         self.merges: dict[tuple[int, int], tuple[int, int]] = {}
         for rank, (a, b) in enumerate(model.merges):
-            right = model.tokens[b]
-            text = model.tokens[a] + (right[len(prefix):] if prefix and right.startswith(prefix) else right)
-            self.merges[(a, b)] = (rank, self.ids[text])  # a repeated pair keeps its last rank
+            self.merges[(a, b)] = (rank, self.ids[merge_result(model.tokens[a], model.tokens[b], prefix)])  # a repeated pair keeps its last rank
         unk = model.options.get("unk_token")
         self.unk_id = self.ids.get(unk) if unk else None
         self.byte_fallback = bool(model.options.get("byte_fallback"))

@@ -60,13 +60,11 @@ def stepper(imp: ImplicitBpe) -> Stepper:
     return imp.derived["stepper"]
 
 
-def _arc_arrays(fst: pynini.Fst) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    out = {}
-    for s in fst.states():
-        pairs = [(a.ilabel - 1, a.nextstate) for a in fst.arcs(s)]
-        arr = np.array(pairs, np.int64).reshape(-1, 2)
-        out[s] = (arr[:, 0], arr[:, 1])
-    return out
+def sorted_arcs(fst: pynini.Fst, p: int) -> tuple[np.ndarray, np.ndarray]:
+    """Token ids (sorted) and next states of state p of a token acceptor."""
+    arr = np.array([(a.ilabel - 1, a.nextstate) for a in fst.arcs(p)], np.int64).reshape(-1, 2)
+    order = np.argsort(arr[:, 0], kind="stable")
+    return arr[order, 0], arr[order, 1]
 
 
 def materialize(agnostic: pynini.Fst, imp: ImplicitBpe, max_arcs: int = 2_000_000) -> pynini.Fst:
@@ -76,7 +74,7 @@ def materialize(agnostic: pynini.Fst, imp: ImplicitBpe, max_arcs: int = 2_000_00
     and counts arcs (stopping early past ``max_arcs``, before any arc is built), then the Fst.
     """
     step = stepper(imp)
-    arcs = _arc_arrays(agnostic)
+    arcs = {p: sorted_arcs(agnostic, p) for p in agnostic.states()}
     zero = pynini.Weight.zero(agnostic.weight_type())
     n_fb = len(imp.fb_final)
     n_cls = int(step.classes.max()) + 2  # classes and START (-1 -> 0)
@@ -211,14 +209,8 @@ class Factorized:
         return bool(self.finals[p]) and self.step.final(cls, fb) and node not in self._complete
 
 
-def _sorted_arcs(fst: pynini.Fst, p: int) -> tuple[np.ndarray, np.ndarray]:
-    arr = np.array([(a.ilabel - 1, a.nextstate) for a in fst.arcs(p)], np.int64).reshape(-1, 2)
-    order = np.argsort(arr[:, 0])
-    return arr[order, 0], arr[order, 1]
-
-
 def factorize(agnostic: pynini.Fst, imp: ImplicitBpe) -> Factorized:
     """Wrap P and the implicit A_BPE; nothing is expanded until it is looked up."""
     zero = pynini.Weight.zero(agnostic.weight_type())
     finals = np.array([agnostic.final(s) != zero for s in range(agnostic.num_states())])
-    return Factorized(lambda p: _sorted_arcs(agnostic, p), finals, agnostic.start(), imp)
+    return Factorized(lambda p: sorted_arcs(agnostic, p), finals, agnostic.start(), imp)

@@ -132,5 +132,6 @@ def _canonical(model, agnostic, fmt, method, artifact, max_arcs, pattern, out):
         if fmt is Format.fst:
             raise LimitError(f"{e}", "write the factorized form with --format index") from None
     say(f"tokfst: the canonical automaton exceeds --max-arcs {max_arcs}; writing the factorized form")
+    refuse_binary_tty(out)
     write_bytes(out, factorized.to_bytes(agnostic, imp, pattern))
     return None
