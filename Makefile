@@ -34,8 +34,15 @@ demo: setup
 test: setup
 	$(BIN)/python -m pytest -q
 
+# The paper's tables and the peer comparison (about an hour); the corpus is Debian's python3.11-doc.
 bench: setup
+	@test -d /usr/share/doc/python3.11/html/_sources || \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3.11-doc >/dev/null
+	mkdir -p artifacts/bench
 	$(BIN)/python benchmarks/promote_bench.py --json artifacts/promote_bench.json
+	$(BIN)/python benchmarks/maxmatch_bench.py --json artifacts/maxmatch_bench.json
+	$(BIN)/tokfst bench all --tokenizer tests/data/llama2.json --tokenizer gpt2 \
+	  --json artifacts/bench/all.json --csv artifacts/bench/all.csv --plot artifacts/bench/all.svg -v
 
 docs: setup
 	$(BIN)/python scripts/gen_docs.py

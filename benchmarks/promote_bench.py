@@ -36,8 +36,6 @@ figures. Run from anywhere with the project's virtualenv active::
 from __future__ import annotations
 
 import argparse
-import gc
-import importlib.metadata
 import json
 import os
 import platform
@@ -48,11 +46,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pynini
 
 from tokfst_cli import lexicon as lexmod
+from tokfst_cli.bench.common import repeat, summary, timed  # noqa: F401 - shared timing helpers
+from tokfst_cli.bench.common import version_of as _version
 from tokfst_cli import tokenizer as tokmod
 from tokfst_cli.index import build_index
 from tokfst_cli.promote import count_arcs, covers_all_bytes, promote
@@ -107,13 +107,6 @@ def tokfst_command() -> list[str]:
 
 # --------------------------------------------------------------------------- machine facts
 
-def _version(dist: str) -> str:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return "not installed"
-
-
 def machine_facts() -> dict[str, Any]:
     cpu = "unknown"
     try:
@@ -142,21 +135,6 @@ def machine_facts() -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- timing helpers
-
-def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
-    t = time.perf_counter()
-    out = fn()
-    return time.perf_counter() - t, out
-
-
-def summary(runs: list[float]) -> dict[str, Any]:
-    return {"median": statistics.median(runs), "min": min(runs), "max": max(runs), "runs": runs}
-
-
-def repeat(n: int, fn: Callable[[], Any]) -> list[float]:
-    gc.collect()
-    return [timed(fn)[0] for _ in range(n)]
-
 
 def peer(automaton_fst: pynini.Fst, lex: pynini.Fst) -> pynini.Fst:
     """The textbook pipeline: compose, project on the output side, remove epsilons, minimize."""

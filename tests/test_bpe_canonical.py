@@ -184,8 +184,12 @@ def test_canonical_check_errors(tmp_path):
     bad.write_text("1 2 notanid\n")
     r = subprocess.run(["tokfst", "canonical-check", "gpt2", str(bad)], capture_output=True, text=True)
     assert r.returncode == 2 and "line 1" in r.stderr and len(r.stderr.strip().splitlines()) == 1
-    r = subprocess.run(["tokfst", "canonical-check", str(TOKENIZERS["bert"]), str(bad)], capture_output=True, text=True)
-    assert r.returncode == 2 and "BPE" in r.stderr
+    nfkc = tmp_path / "nfkc.json"  # a WordPiece pipeline tokfst does not model
+    nfkc.write_text(json.dumps({**json.loads(TOKENIZERS["bert"].read_text()), "normalizer": {"type": "NFKC"}}))
+    good = tmp_path / "ok.txt"
+    good.write_text("1 2\n")
+    r = subprocess.run(["tokfst", "canonical-check", str(nfkc), str(good)], capture_output=True, text=True)
+    assert r.returncode == 2 and "not modelled" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
 def test_artifact_round_trip_and_refusals(tmp_path):

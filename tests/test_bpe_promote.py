@@ -215,9 +215,9 @@ def test_cli_canonical_forms(tmp_path):
     r = subprocess.run(["tokfst", "promote", gpt2, "-e", "[a-z]+", "--canonical", str(bad), "--max-arcs", "50000"],
                        capture_output=True, text=True)
     assert r.returncode == 1 and "--format index" in r.stderr and not bad.exists()
-    r = subprocess.run(["tokfst", "promote", str(TOKENIZERS["bert"]), "-e", "abc", "--canonical", str(bad)],
-                       capture_output=True, text=True)
-    assert r.returncode == 2 and "#4" in r.stderr
+    r = subprocess.run(["tokfst", "promote", str(TOKENIZERS["bert"]), "-e", "abc", "--canonical", "--method", "gadgets",
+                        str(bad)], capture_output=True, text=True)
+    assert r.returncode == 2 and "not for wordpiece" in r.stderr and not bad.exists()
     trunc = tmp_path / "t.fac"
     trunc.write_bytes(fac.read_bytes()[:-100])
     with pytest.raises(Exception, match="damaged|truncated"):

@@ -1,6 +1,6 @@
 """The installed ``tokfst`` console script, run as a subprocess.
 
-Covers: help and the pending subcommands; ``promote`` output read back by the OpenFst tools,
+Covers: help and usage errors; ``promote`` output read back by the OpenFst tools,
 stdout vs OUT, -e vs -f FILE vs -f -, symbol table names and labels (checked against HF's
 vocabulary); the JSON index against its documented schema and against the .fst of the same
 arguments; the lexicon cache (reuse, corrupt entries); bad input (exit code, one stderr line,
@@ -26,7 +26,6 @@ from pathlib import Path
 import pynini
 import pytest
 
-from tokfst_cli.cli import pending
 from tokenizers import Tokenizer, models
 
 from tokfst_cli import index as index_mod
@@ -37,7 +36,6 @@ from .helpers import SIX_REGEXES
 
 TOKFST = Path(sys.executable).with_name("tokfst")
 SUBCOMMANDS = ["compile-bpe", "compile-maxmatch", "promote", "canonical-check", "draw", "bench"]
-PENDING = list(pending.PENDING)  # subcommands whose issues have not landed
 REAL = ["gpt2", "llama2", "bert"]
 TOK_ARG = {"gpt2": "gpt2", "llama2": str(TOKENIZERS["llama2"]), "bert": str(TOKENIZERS["bert"])}
 PATTERN = SIX_REGEXES["date"]
@@ -87,15 +85,14 @@ def file_stats(d: Path) -> dict[str, tuple[int, int]]:
     return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in d.iterdir()}
 
 
-# --- help and pending subcommands -------------------------------------------------------------
+# --- help and usage errors ------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
 def help_runs(tmp_path_factory):
     env = make_env(tmp_path_factory.mktemp("help-cache"))
     jobs = {"root": (("--help",), {"env": env})}
     jobs.update({("help", c): ((c, "--help"), {"env": env}) for c in SUBCOMMANDS})
-    jobs.update({("pending", c): ((c,), {"env": env}) for c in PENDING})
-    jobs[("pending-args", "bench")] = (("bench", "--quick", "x"), {"env": env})
+    jobs.update({("bare", c): ((c,), {"env": env}) for c in ("compile-maxmatch", "promote", "canonical-check")})
     return run_many(jobs)
 
 
@@ -116,13 +113,12 @@ def test_subcommand_help(help_runs, cmd):
     assert not r.err
 
 
-@pytest.mark.parametrize("key", [("pending", c) for c in PENDING] + [("pending-args", "bench")],
-                         ids=lambda k: "-".join(k))
-def test_pending_subcommands_exit_2_with_one_line(help_runs, key):
-    r = help_runs[key]
+@pytest.mark.parametrize("cmd", ["compile-maxmatch", "promote", "canonical-check"])
+def test_missing_tokenizer_is_a_usage_error(help_runs, cmd):
+    r = help_runs[("bare", cmd)]
     assert r.rc == 2
     assert r.out == b""
-    assert len(r.err_lines) == 1 and key[1] in r.err_lines[0]
+    assert b"TOKENIZER" in r.err
     assert b"Traceback" not in r.err and not ANSI.search(r.err)
 
 

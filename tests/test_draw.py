@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shutil
@@ -109,6 +110,100 @@ def test_fig3_cli_writes_five_svg_panels(tmp_path):
     assert any("MIN(PROJ(A" in t for t in texts["e"]) and any(t.startswith("(a)") for t in texts["a"])
 
 
+# --- seed 000 Fig. 4 -------------------------------------------------------------------------
+
+FIG4_VOCAB = ["a", "b", "aa", "ab"]
+FIG4_PATTERN = "a[ab]{0,3}b"  # finite, so L(A) can be enumerated; the piece "a" is never greedy in it
+FIG4_WORDS = ["a" + "".join(w) + "b" for k in range(4) for w in itertools.product("ab", repeat=k)]
+EDGE = re.compile(r'^\s*(\d+) -> (\d+) \[label=(?:"([^"]*)"|(\S+?))(?: (.*))?\]$')
+NODE = re.compile(r'^\s*(\d+) \[label=\S+ (.*)\]$')
+
+
+def greedy(text: str, pieces: list[str]) -> tuple[str, ...]:
+    """MaxMatch: the longest piece at each position (every piece of this vocabulary always fits)."""
+    out: list[str] = []
+    while text:
+        out.append(max((p for p in pieces if text.startswith(p)), key=len))
+        text = text[len(out[-1]):]
+    return tuple(out)
+
+
+def red_parts(src: str) -> tuple[set[tuple[int, str, int]], set[int]]:
+    """Arcs (src, label, dst) on dashed red edges, and dashed red states, of dot source."""
+    arcs, states = set(), set()
+    for line in src.splitlines():
+        if m := EDGE.match(line):
+            if "color=red" in (m.group(5) or "") and "style=dashed" in m.group(5):
+                for label in (m.group(3) or m.group(4)).split(", "):
+                    arcs.add((int(m.group(1)), label, int(m.group(2))))
+        elif (m := NODE.match(line)) and "color=red" in m.group(2) and "style=dashed" in m.group(2):
+            states.add(int(m.group(1)))
+    return arcs, states
+
+
+@pytest.fixture(scope="module")
+def fig4() -> dict[str, pynini.Fst]:
+    return draw.maxmatch_stages(FIG4_PATTERN, FIG4_VOCAB)
+
+
+def test_fig4_panel_d_is_the_greedy_tokenizations_and_e_all_of_them(fig4):
+    assert all(re.fullmatch(FIG4_PATTERN, w) for w in FIG4_WORDS)
+    assert paths(fig4["d"]) == {greedy(w, FIG4_VOCAB) for w in FIG4_WORDS}
+    assert paths(fig4["e"]) == set().union(*(segmentations(w, FIG4_VOCAB) for w in FIG4_WORDS))
+    for panel in (fig4["d"], fig4["e"]):
+        assert not has_epsilon(panel)
+        assert all(len({a.ilabel for a in panel.arcs(s)}) == panel.num_arcs(s) for s in panel.states())
+
+
+def test_fig4_panel_b_is_alg8_with_phi_arcs(fig4):
+    b = fig4["b"]
+    names = b.output_symbols()
+    phi = {(s, names.find(a.olabel), a.nextstate) for s in b.states() for a in b.arcs(s)
+           if b.input_symbols().find(a.ilabel) == draw.PHI}
+    assert b.num_states() == 5 and {s for s in b.states() if b.final(s) != pynini.Weight.zero("tropical")} == {0}
+    assert {(w, dst) for _, w, dst in phi} == {(w, 0) for w in FIG4_VOCAB}  # every piece fails back to the root
+    src = draw.to_dot(b)
+    assert "φ:aa" in src and 'label="a:ε"' in src
+
+
+def test_fig4_red_edges_are_exactly_the_non_greedy_arcs(fig4):
+    e = fig4["e"]
+    names = e.input_symbols()
+    delta = {s: {names.find(a.ilabel): a.nextstate for a in e.arcs(s)} for s in e.states()}
+    used_arcs, used_states = set(), {e.start()}
+    for word in FIG4_WORDS:
+        s = e.start()
+        for tok in greedy(word, FIG4_VOCAB):
+            used_arcs.add((s, tok, delta[s][tok]))
+            s = delta[s][tok]
+            used_states.add(s)
+    all_arcs = {(s, tok, t) for s, row in delta.items() for tok, t in row.items()}
+    arcs, states = red_parts(draw.stage_dots(FIG4_PATTERN, FIG4_VOCAB, maxmatch=True)["e"])
+    assert arcs == all_arcs - used_arcs and arcs
+    assert states == set(e.states()) - used_states and states
+    for key, src in draw.stage_dots(FIG4_PATTERN, FIG4_VOCAB, maxmatch=True).items():
+        assert (key == "e") == ("color=red" in src)
+
+
+def test_fig4_cli_writes_five_svg_panels(tmp_path):
+    r = tokfst("draw", "-e", "a(a|b)*b", "--vocab", ",".join(FIG4_VOCAB), "--maxmatch", "--stages",
+               str(tmp_path / "fig4.svg"))
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"fig4-{k}.svg" for k in "abcde"]
+    texts = {k: svg_texts((tmp_path / f"fig4-{k}.svg").read_bytes()) for k in "abcde"}
+    assert "φ:ab" in texts["b"] and "a:aa, b:ab" in texts["c"] and "a" not in texts["d"]  # "a" is never greedy
+    assert any(t.startswith("(d) MIN(PROJ(A") for t in texts["d"]) and "a" in texts["e"]
+    assert 'stroke="red"' in (tmp_path / "fig4-e.svg").read_text()
+
+
+def test_maxmatch_single_drawings():
+    r = tokfst("draw", "--vocab", "a,b,aa,ab", "--maxmatch")
+    assert r.returncode == 0 and "φ:aa" in r.stdout.decode(), r.stderr
+    r = tokfst("draw", "-e", "aab", "--vocab", "a,b,aa,ab", "--maxmatch")
+    assert r.returncode == 0, r.stderr
+    assert re.findall(r'label=(\w+)\]', r.stdout.decode()) == ["aa", "b"]  # greedy: aa.b, not a.ab
+
+
 # --- folding, GPT-2, stdin -------------------------------------------------------------------
 
 def test_max_arcs_folds_the_rest_of_a_state():
@@ -171,6 +266,7 @@ def test_non_fst_input_is_a_one_line_usage_error(tmp_path):
     ["-e", "ab", "--stages", "x.svg"],  # --stages without --vocab
     ["-e", "ab", "--vocab", "a,b", "--stages"],  # --stages without OUT
     ["-e", "ab", "in.fst", "out.dot"],  # IN together with -e
+    ["-e", "ab", "--maxmatch"],  # --maxmatch without --vocab
     [],  # nothing to draw
 ])
 def test_usage_errors_exit_2(tmp_path, args):

@@ -28,6 +28,17 @@ def ranges_of(code_points: Iterable[int]) -> list[tuple[int, int]]:
     return out
 
 
+def ranges_of_ranges(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted, merged inclusive ranges covering a union of ranges."""
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
 def complement(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """All Unicode scalar values not in ``ranges`` (sorted, disjoint)."""
     out: list[tuple[int, int]] = []

@@ -22,11 +22,20 @@ class HfReference:
         """HF's tokenizer, parsed on first use (canonical lines never need it)."""
         if self._hf is None:
             self._hf = Tokenizer.from_file(self.model.source)
+            self._hf.no_padding()
+            self._hf.no_truncation()
         return self._hf
 
     def text_of(self, ids: list[int]) -> str | None:
-        """The model-level text a sequence spells, or None if it is not valid UTF-8."""
+        """The model-level text a sequence spells, or None if it is not valid UTF-8.
+
+        WordPiece: the words separated by spaces (None if a word is [UNK] or special)."""
         m = self.model
+        if m.family == "wordpiece":
+            if any(m.surfaces[i] is None for i in ids):
+                return None
+            return "".join((" " if k and not m.word_internal[i] else "") + m.surfaces[i].decode("utf-8")
+                           for k, i in enumerate(ids))
         if m.style == "byte-level":
             return "".join(m.tokens[i] for i in ids)
         parts = []
@@ -51,8 +60,12 @@ class HfReference:
         return text
 
     def tokenize_text(self, text: str) -> list[int]:
+        if self.model.family == "wordpiece":
+            return self.hf.encode(text, add_special_tokens=False).ids
         return [t.id for t in self.hf.model.tokenize(self.model_string(text))] if text else []
 
     def canonical(self, ids: list[int]) -> list[int] | None:
         text = self.text_of(ids)
-        return None if text is None else [t.id for t in self.hf.model.tokenize(text)] if text else []
+        if text is None or self.model.family == "wordpiece":
+            return None if text is None else self.tokenize_text(text)
+        return [t.id for t in self.hf.model.tokenize(text)] if text else []

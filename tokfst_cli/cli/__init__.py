@@ -10,11 +10,12 @@ from typer._click.exceptions import ClickException  # typer 0.29 vendors click
 
 from .. import __version__
 from ..errors import TokfstError
+from .bench import bench_cmd
 from .common import STATE, say
 from .canonical_check import canonical_check_cmd
 from .compile_bpe import compile_bpe_cmd
+from .compile_maxmatch import compile_maxmatch_cmd
 from .draw import draw_cmd
-from .pending import PENDING, make_pending
 from .promote import promote_cmd
 
 app = typer.Typer(
@@ -59,9 +60,11 @@ for _name in ordered:
         app.command("promote", short_help="Promote a regex to a token automaton (.fst or JSON index).")(promote_cmd)
     elif _name == "draw":
         app.command("draw", short_help="Draw an automaton as dot, svg, pdf or png.")(draw_cmd)
+    elif _name == "compile-maxmatch":
+        app.command("compile-maxmatch", short_help="Compile the MaxMatch transducer T_Aho of a WordPiece tokenizer.")(
+            compile_maxmatch_cmd)
     else:
-        app.command(_name, short_help=PENDING[_name][0] + " [not yet implemented]",
-                    context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(make_pending(_name))
+        app.command("bench", short_help="Reproduce the paper's tables and time tokfst against its peers.")(bench_cmd)
 
 
 def main() -> None:

@@ -11,6 +11,7 @@ from typing import Optional
 import typer
 
 from .. import tokenizer as tokmod
+from .. import wordpiece
 from ..bpe import implicit
 from ..bpe.reference import HfReference
 from ..errors import InputError
@@ -34,11 +35,19 @@ def canonical_check_cmd(
     json_out: bool = typer.Option(False, "--json", help="One JSON object per input line."),
     quiet: bool = typer.Option(False, "-q", "--quiet", help="No output; the exit status says it all."),
 ) -> None:
-    """Check token sequences for canonicity against a BPE tokenizer (seed 000 Sec. 6.5).
+    """Check token sequences for canonicity (BPE: seed 000 Sec. 6.5; WordPiece: Sec. 6.2).
 
-    A sequence is canonical when Hugging Face's BPE model produces exactly it for its own text
-    (one pre-token, no normalizer): every token reachable, no banned adjacent pair, byte-
-    fallback runs spelling whole characters absent from the vocabulary. Each input line is one
+    BPE: a sequence is canonical when Hugging Face's BPE model produces exactly it for its own
+    text (one pre-token, no normalizer): every token reachable, no banned adjacent pair, byte-
+    fallback runs spelling whole characters absent from the vocabulary.
+
+    WordPiece: canonical when HF's tokenizer (normalizer, pre-tokenizer, WordPiece, without
+    special tokens) produces it for some text: every piece the longest match of its kind,
+    no ## piece at a word start, words that the normalizer and pre-tokenizer can produce
+    (e.g. no upper case for an uncased model, no punctuation inside a word), at most
+    max_input_chars_per_word characters per word, [UNK] alone as a word.
+
+    Each input line is one
     sequence: space-separated token ids (--input ids), token names with the escapes of
     fstprint/symbol files (--input tokens), or raw text (--input text: reports its canonical
     tokenization). All pairs of all lines are tested in one vectorized pass.
@@ -47,23 +56,27 @@ def canonical_check_cmd(
     index of the first offending token, the reason, the offending pair, and the canonical
     tokenization of the same text (tab-separated; --json gives objects with the same fields).
 
-    Exit status as grep: 0 every line canonical, 1 some line not, 2 error (bad input, a
-    tokenizer that is not BPE, an artifact for another tokenizer).
+    Exit status as grep: 0 every line canonical, 1 some line not, 2 error (bad input, an
+    unsupported tokenizer, an artifact for another tokenizer).
 
     \\b
     Examples:
       echo '464 3290' | tokfst canonical-check gpt2
       tokfst canonical-check llama2.json seqs.txt --json --artifact llama2.bpe
+      tokfst canonical-check bert.json --input tokens <<< 'un ##af ##fa ##ble'
     """
     model = tokmod.load(tokenizer)
-    if model.family != "bpe":
-        raise InputError(f"{model.source} is a {model.family} tokenizer", "canonical-check handles BPE (WordPiece: issue #4)")
+    if model.family == "wordpiece" and artifact is not None:
+        raise InputError("--artifact is for BPE tokenizers", "drop --artifact for a WordPiece tokenizer")
     lines = _read_lines(src)
     with progress("checking"):
-        imp = implicit.load_or_compile(model, artifact)
         ref = HfReference(model)
         seqs = [_parse(model, kind, ref, line, n) for n, line in enumerate(lines, 1)]
-        verdicts = imp.check_batch(seqs)
+        if model.family == "wordpiece":
+            checker = wordpiece.checker(model)
+            verdicts = [checker.first_violation(seq) for seq in seqs]
+        else:
+            verdicts = implicit.load_or_compile(model, artifact).check_batch(seqs)
     bad = 0
     out = sys.stdout
     for n, (seq, v) in enumerate(zip(seqs, verdicts), 1):

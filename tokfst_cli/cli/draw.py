@@ -65,16 +65,22 @@ def draw_cmd(
         None, "--vocab", metavar="PIECES",
         help="A tiny comma-separated vocabulary, e.g. a,b,ab: draw its lexicon transducer T; "
              "with -e, draw the promoted automaton MIN(PROJ(A o T))."),
+    maxmatch: bool = typer.Option(
+        False, "--maxmatch",
+        help="With --vocab: MaxMatch (greedy longest match, every piece at every position) instead of all "
+             "tokenizations: draw T_Aho with its failure (phi) arcs; with -e, MIN(PROJ(A o T_Aho)); "
+             "with --stages, the panels of seed 000 Fig. 4."),
     stages: bool = typer.Option(False, "--stages",
-                                help="With -e and --vocab: write the five panels of seed 000 Fig. 3, "
-                                     "OUT fig3.svg giving fig3-a.svg ... fig3-e.svg (OUT required)."),
+                                help="With -e and --vocab: write the five panels of seed 000 Fig. 3 "
+                                     "(Fig. 4 with --maxmatch), OUT fig3.svg giving fig3-a.svg ... "
+                                     "fig3-e.svg (OUT required)."),
     fmt: Optional[Format] = typer.Option(None, "--format",
                                          help="dot, svg, pdf or png [default: from OUT's suffix, else dot]."),
     max_arcs: int = typer.Option(12, "--max-arcs", min=1, metavar="N",
                                  help="Draw at most N arcs per state; fold the rest into one '+K more' edge."),
     title: Optional[str] = typer.Option(None, "--title", metavar="TEXT", help="A caption above the drawing."),
 ) -> None:
-    """Draw an automaton as dot, svg, pdf or png (seed 000 Fig. 3, Sec. 5).
+    """Draw an automaton as dot, svg, pdf or png (seed 000 Figs. 3 and 4, Secs. 5 and 6.2).
 
     Draws IN (an OpenFst file such as the output of 'tokfst promote'), the byte automaton A of
     a regex (-e), the lexicon transducer T of a tiny vocabulary (--vocab), or with both the
@@ -94,15 +100,24 @@ def draw_cmd(
     output projection before epsilon removal, and (e) MIN(PROJ(A o T)). OUT fig3.svg gives
     fig3-a.svg ... fig3-e.svg; files are written only after all five have rendered.
 
+    --maxmatch tokenizes greedily (MaxMatch, seed 000 Sec. 6.2) with every piece usable at
+    every position, as in seed 000 Fig. 4. With --stages it writes that figure's panels: (a)
+    A, (b) the MaxMatch transducer T_Aho (seed 000 Alg. 8) with failure arcs drawn as phi
+    arcs, (c) T, (d) MIN(PROJ(A o T_Aho)), the greedy tokenizations, and (e) MIN(PROJ(A o T)),
+    where the states and arcs on no greedy tokenization are dashed and red.
+
     \b
     Examples:
       tokfst draw -e abaabcc --vocab a,b,c,ab,abc,bc --stages fig3.svg
+      tokfst draw -e 'a(a|b)*b' --vocab a,b,aa,ab --maxmatch --stages fig4.svg
       tokfst promote gpt2 -e '[0-9]{4}-[0-9]{2}' date.fst
       tokfst draw date.fst date.png --max-arcs 5 --title 'YYYY-MM'
       tokfst promote gpt2 -e '[0-9]+' | tokfst draw - | dot -Tsvg > digits.svg
     """
     built = regex is not None or vocab is not None
     src, out = _split_paths([p for p in (first, second) if p is not None], built)
+    if maxmatch and vocab is None:
+        raise InputError("--maxmatch needs --vocab PIECES", "e.g. tokfst draw --vocab a,b,aa,ab --maxmatch")
     if stages:
         if regex is None or vocab is None:
             raise InputError("--stages needs both -e REGEX and --vocab PIECES",
@@ -114,21 +129,21 @@ def draw_cmd(
         raise InputError(f"refusing to write {kind} to a terminal", "give OUT or redirect stdout")
 
     if stages:
-        with progress("drawing Fig. 3 panels"):
-            panels = draw.stages(regex, draw.parse_vocab(vocab))
-            rendered = {}
-            for key, fst in panels.items():
-                caption = draw.STAGE_CAPTIONS[key]
-                dot = draw.to_dot(fst, title=f"{title}: {caption}" if title else caption, max_arcs=max_arcs)
-                rendered[key] = draw.render(dot, kind)
+        with progress(f"drawing Fig. {4 if maxmatch else 3} panels"):
+            dots = draw.stage_dots(regex, draw.parse_vocab(vocab), maxmatch=maxmatch, title=title,
+                                   max_arcs=max_arcs)
+            rendered = {key: draw.render(dot, kind) for key, dot in dots.items()}
         for key, data in rendered.items():
             write_bytes(_stage_path(out, key, kind), data)
         return
 
     if regex is not None and vocab is not None:
-        fst = draw.stages(regex, draw.parse_vocab(vocab))["e"]
+        fst = (draw.maxmatch_stages if maxmatch else draw.stages)(regex, draw.parse_vocab(vocab))[
+            "d" if maxmatch else "e"]
     elif regex is not None:
         fst = compile_regex(regex).fst
+    elif vocab is not None and maxmatch:
+        fst = draw.aho_phi_form(draw.parse_vocab(vocab))
     elif vocab is not None:
         fst = draw.vocab_lexicon(draw.parse_vocab(vocab))
     else:

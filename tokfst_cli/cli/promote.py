@@ -14,7 +14,10 @@ from .. import lexicon
 from .. import tokenizer as tokmod
 from ..artifacts import write_bytes, write_fst
 from ..index import build_index
+from .. import wordpiece
 from ..bpe import factorized, implicit
+from ..aho import maxmatch_artifact, maxmatch_promote
+from ..wordtext import longest_word
 from ..bpe.explicit import explicit_automaton
 from ..bpe.gadgets import promote_gadgets
 from ..bpe.product import materialize
@@ -28,6 +31,11 @@ class Method(str, Enum):
     implicit = "implicit"
     precomputed = "precomputed"
     gadgets = "gadgets"
+    product = "product"
+    aho = "aho"
+
+
+BPE_METHODS = (Method.implicit, Method.precomputed, Method.gadgets)
 
 
 class Format(str, Enum):
@@ -46,13 +54,17 @@ def promote_cmd(
     no_cache: bool = typer.Option(False, "--no-cache", help="Build the lexicon transducer afresh; do not cache."),
     verbose: bool = typer.Option(False, "-v", "--verbose", help="Print sizes and timings on stderr."),
     canonical: bool = typer.Option(False, "--canonical",
-                                   help="BPE: only canonical token sequences (what HF's model produces for the text)."),
-    method: Method = typer.Option(Method.implicit, "--method",
-                                  help="--canonical: implicit (product with the implicit A_BPE), precomputed "
-                                       "(Eq. 5: explicit A_BPE, small vocabularies), gadgets (Eq. 4: the merge "
-                                       "gadget cascade, small vocabularies)."),
+                                   help="Only canonical token sequences: what HF's tokenizer produces for the text "
+                                        "(BPE, or WordPiece with its normalizer and pre-tokenizer)."),
+    method: Optional[Method] = typer.Option(None, "--method",
+                                            help="--canonical, BPE: implicit (default; product with the implicit "
+                                                 "A_BPE), precomputed (Eq. 5: explicit A_BPE, small vocabularies), "
+                                                 "gadgets (Eq. 4: the merge gadget cascade, small vocabularies). "
+                                                 "WordPiece: product (default; greedy checks on the fly), aho "
+                                                 "(MIN(PROJ(X o T_Aho)) with T_Aho from compile-maxmatch)."),
     artifact: Optional[str] = typer.Option(None, "--artifact", metavar="FILE",
-                                           help="--canonical: an implicit A_BPE from compile-bpe (default: cached)."),
+                                           help="--canonical: an implicit A_BPE from compile-bpe, or (--method aho) "
+                                                "a T_Aho .fst from compile-maxmatch (default: cached)."),
     max_arcs: int = typer.Option(2_000_000, "--max-arcs", min=1, metavar="N",
                                  help="--canonical: refuse a materialized automaton with more arcs "
                                       "(then use --format index)."),
@@ -81,6 +93,24 @@ def promote_cmd(
     character with str.lower/str.upper. Anchors, backreferences and lookaround are refused.
     A regex file holds one pattern; one trailing newline is dropped.
 
+    --canonical keeps only what Hugging Face's tokenizer produces (without special tokens).
+    BPE: the product with the canonical BPE automaton (see compile-bpe). WordPiece: the
+    regex's text first goes through the tokenizer's normalizer and pre-tokenizer, as in HF
+    (BertNormalizer, Lowercase, BertPreTokenizer, WhitespaceSplit; other configurations are
+    refused): a regex over text the normalizer changes, e.g. upper case or accents for an
+    uncased model, yields the tokens of the normalized text (-e 'John' gives "john"), never
+    an empty result; whitespace between words leaves no trace in the tokens; punctuation
+    and CJK characters are words by themselves; a word of more than max_input_chars_per_word
+    characters, or one with no complete greedy parse, is [UNK] alone. Then each word is
+    tokenized greedily, longest piece first, "##" pieces after the first.
+
+    The canonical automaton is materialized and minimized while it stays under --max-arcs
+    (finite sets, dates, numbers); free text such as [a-z]+ has millions of canonical arcs
+    (BERT: 6,248 states and 25.3 M arcs for one word), so with --format index tokfst then
+    writes the factorized form: the text automaton plus the tokenizer fingerprint (BPE:
+    tokfst-factorized; WordPiece: tokfst-factorized-maxmatch), whose masks are computed per
+    step by the Python API (tokfst_cli.bpe.factorized.load, tokfst_cli.wordpiece.load).
+
     The lexicon transducer is built once per tokenizer and cached under
     $XDG_CACHE_HOME/tokfst (or $TOKFST_CACHE), keyed by the tokenizer's fingerprint.
 
@@ -89,20 +119,28 @@ def promote_cmd(
       tokfst promote gpt2 -e '[0-9]{4}-[0-9]{2}-[0-9]{2}' date.fst
       tokfst promote llama2.json -f email.re --format index > email.json
       tokfst promote gpt2 -e '(Cologne|Berlin)' | fstprint | head
+      tokfst promote bert.json -e '[0-9]{4}-[0-9]{2}-[0-9]{2}' --canonical date.fst
+      tokfst promote bert.json -e '[a-z]+( [a-z]+){0,3}' --canonical --format index > words.tfz
     """
     pattern = read_pattern(regex, regex_file)
     if fmt is Format.fst:
         refuse_binary_tty(out)
     with progress("loading tokenizer"):
         model = tokmod.load(tokenizer)
+        _check_method(model, canonical, method)
         lex = lexicon.lexicon(model, cache=not no_cache)
     start = time.perf_counter()
     with progress("promoting"):
         automaton = compile_regex(pattern, max_states=max_states)
-        result = promote(model, automaton, lex, max_states=max_states)
-        fst = result.fst
-        if canonical:
-            fst = _canonical(model, fst, fmt, method, artifact, max_arcs, pattern, out)
+        if canonical and model.family == "wordpiece":
+            fst = _canonical_maxmatch(model, automaton.fst, fmt, method, artifact, max_states, max_arcs, pattern, out)
+            if fst is not None:
+                fst.set_input_symbols(lex.output_symbols())
+                fst.set_output_symbols(lex.output_symbols())
+        else:
+            fst = promote(model, automaton, lex, max_states=max_states).fst
+            if canonical:
+                fst = _canonical(model, fst, fmt, method or Method.implicit, artifact, max_arcs, pattern, out)
     elapsed = time.perf_counter() - start
     if fst is None:
         pass  # the factorized artifact is written
@@ -115,23 +153,49 @@ def promote_cmd(
         say(f"tokfst: {fst.num_states()} states, {count_arcs(fst)} arcs, promoted in {elapsed * 1000:.1f} ms")
 
 
+def _check_method(model, canonical: bool, method: Method | None) -> None:
+    if method is None:
+        return
+    if not canonical:
+        raise InputError("--method needs --canonical", "add --canonical, or drop --method")
+    wordpiece = model.family == "wordpiece"
+    if wordpiece == (method in BPE_METHODS):
+        allowed = "product, aho" if wordpiece else "implicit, precomputed, gadgets"
+        raise InputError(f"--method {method.value} is not for {model.family} tokenizers", f"use one of: {allowed}")
+
+
+def _canonical_maxmatch(model, automaton, fmt, method, artifact, max_states, max_arcs, pattern, out):
+    """Canonical MaxMatch: the product (materialized, or factorized when too big) or the aho composition."""
+    machine = wordpiece.canonical_machine(model, automaton, max_states)
+    if method is Method.aho:
+        taho = maxmatch_artifact(model, artifact)
+        if longest_word(machine.text) is None:  # determinizing free text would exhaust memory first
+            wordpiece.materialize(machine, max_states, max_arcs)  # LimitError when it is too big
+        return maxmatch_promote(model, automaton, taho, max_states)
+    return _materialized_or_factorized(lambda: wordpiece.materialize(machine, max_states, max_arcs),
+                                       lambda: wordpiece.to_bytes(machine, model, pattern), fmt, max_arcs, out)
+
+
+def _materialized_or_factorized(materialize_fn, factorized_fn, fmt, max_arcs, out):
+    """The materialized automaton; past --max-arcs an error (--format fst) or the factorized form written."""
+    try:
+        return materialize_fn()
+    except LimitError as e:
+        if fmt is Format.fst:
+            raise LimitError(f"{e}", "write the factorized form with --format index") from None
+    say(f"tokfst: the canonical automaton exceeds --max-arcs {max_arcs}; writing the factorized form")
+    refuse_binary_tty(out)
+    write_bytes(out, factorized_fn())
+    return None
+
+
 def _canonical(model, agnostic, fmt, method, artifact, max_arcs, pattern, out):
-    """Canonical promotion: materialized (.fst, or an index when it fits) or factorized."""
-    if model.family != "bpe":
-        raise InputError(f"{model.source} is a {model.family} tokenizer",
-                         "canonical MaxMatch (WordPiece) promotion arrives with issue #4")
+    """Canonical BPE promotion: materialized (.fst, or an index when it fits) or factorized."""
     if method is Method.gadgets:
         return promote_gadgets(compile_regex(pattern), model)
     imp = implicit.load_or_compile(model, artifact)
     if method is Method.precomputed:
         abpe = explicit_automaton(imp, model, max_arcs=max_arcs)
         return pynini.intersect(agnostic.copy().arcsort("olabel"), abpe.arcsort("ilabel")).connect().minimize()
-    try:
-        return materialize(agnostic, imp, max_arcs=max_arcs)
-    except LimitError as e:
-        if fmt is Format.fst:
-            raise LimitError(f"{e}", "write the factorized form with --format index") from None
-    say(f"tokfst: the canonical automaton exceeds --max-arcs {max_arcs}; writing the factorized form")
-    refuse_binary_tty(out)
-    write_bytes(out, factorized.to_bytes(agnostic, imp, pattern))
-    return None
+    return _materialized_or_factorized(lambda: materialize(agnostic, imp, max_arcs=max_arcs),
+                                       lambda: factorized.to_bytes(agnostic, imp, pattern), fmt, max_arcs, out)

@@ -1,0 +1,317 @@
+"""``tokfst bench``: every mode on tiny inputs, the JSON schema, the internal equivalence checks.
+
+The corpus is tests/data/tiny_corpus.txt (a few KB); tokenizers of 300 and 400 tokens are trained
+on it, the edit-distance automaton uses 5 words, so each run takes seconds. No timing is
+asserted, only shapes, the outcome of bench's own checks, files and error handling.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import json
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pynini
+import pytest
+
+from tokfst_cli.bench import corpus as corpus_mod
+from tokfst_cli.bench import peers, report
+from tokfst_cli.bench.common import FORMAT, VERSION
+from tokfst_cli.errors import InputError
+
+from .helpers import accepts
+
+DATA = Path(__file__).parent / "data"
+CORPUS = DATA / "tiny_corpus.txt"
+TOKFST = Path(sys.executable).with_name("tokfst")
+TINY = ["--corpus", str(CORPUS), "--vocab-sizes", "300,400", "--repeat", "3"]
+MODES = ["table1", "table2", "paragraph", "peers", "masks"]
+KINDS = {"text", "int", "float", "time", "once", "ratio", "bytes", "bool", "percent"}
+STATUSES = {"ok", "timeout", "error", "skipped"}
+
+
+def tokfst(*args, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([str(TOKFST), "bench", *map(str, args)], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def tiny_tokenizer(tmp_path_factory) -> Path:
+    """A 350-token byte-level BPE trained on the tiny corpus, as an extra --tokenizer."""
+    path, _ = corpus_mod.train(corpus_mod.load_corpus(str(CORPUS)), 350)
+    out = tmp_path_factory.mktemp("tok") / "tiny.json"
+    shutil.copy(path, out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, tiny_tokenizer):
+    """All modes, each alone and together, plus a forced timeout, run concurrently."""
+    d = tmp_path_factory.mktemp("bench")
+    (d / "regexes.txt").write_text("# two patterns\n[0-9]{2}\n(state|token)\n")
+    common = [*TINY, "--tokenizer", tiny_tokenizer]
+    small = {"table1": ["--words", "5"], "paragraph": ["--trials", "2", "--paragraph-chars", "300"],
+             "masks": ["--steps", "4", "-f", d / "regexes.txt"], "peers": ["-e", "[0-9]{4}-[0-9]{2}-[0-9]{2}",
+                                                                          "-e", "(Cologne|Berlin|Bonn|Munich)"],
+             "table2": []}
+    jobs = {m: [m, *common, *small[m], "--json", d / f"{m}.json"] for m in MODES}
+    jobs["table1"] += ["--plot", d / "table1.png"]
+    jobs["all"] = ["all", *common, "--words", "5", "--trials", "2", "--paragraph-chars", "300", "--steps", "4",
+                   "--json", d / "all.json", "--csv", d / "all.csv", "--plot", d / "all.svg"]
+    jobs["timeout"] = ["table1", *TINY, "--vocab-sizes", "300", "--words", "5", "--timeout", "0.001",
+                       "--json", d / "timeout.json"]
+    with ThreadPoolExecutor(3) as pool:
+        futures = {k: pool.submit(tokfst, *args) for k, args in jobs.items()}
+        done = {k: f.result() for k, f in futures.items()}
+    return d, done
+
+
+# ---- the JSON schema ------------------------------------------------------------------------
+def check_cell(cell, runs: int = 3) -> None:
+    assert isinstance(cell, dict) and cell["status"] in STATUSES, cell
+    if cell["status"] == "ok":
+        assert isinstance(cell["median_s"], float) and cell["median_s"] >= 0
+        assert len(cell["runs_s"]) >= runs and all(isinstance(x, float) for x in cell["runs_s"])
+    elif cell["status"] == "timeout":
+        assert cell["limit_s"] > 0 and isinstance(cell["runs_s"], list)
+    elif cell["status"] == "error":
+        assert isinstance(cell["error"], str) and "\n" not in cell["error"]
+    else:
+        assert isinstance(cell["reason"], str)
+
+
+def check_value(kind: str, v) -> None:
+    if v is None:
+        assert kind not in ("text", "int"), "text and int columns are always filled"
+        return
+    if kind in ("time", "once"):
+        check_cell(v, 3 if kind == "time" else 1)
+    elif kind in ("int", "bytes"):
+        assert isinstance(v, int) and not isinstance(v, bool) and v >= 0
+    elif kind in ("ratio", "percent", "float"):
+        assert isinstance(v, (int, float)) and not isinstance(v, bool)
+    elif kind == "bool":
+        assert isinstance(v, bool)
+    else:
+        assert isinstance(v, str)
+
+
+def check_schema(doc: dict) -> None:
+    assert doc["format"] == FORMAT and doc["version"] == VERSION
+    assert doc["generator"].startswith("tokfst ") and doc["command"].startswith("tokfst bench ")
+    assert isinstance(doc["started"], str) and doc["elapsed_s"] >= 0
+    m = doc["machine"]
+    assert m["nproc"] >= 1 and m["cpu_model"] and m["python"] and len(m["loadavg_start"]) == 3
+    for dist in ("tokfst", "pynini", "tokenizers", "outlines-core"):
+        assert isinstance(doc["versions"][dist], str)
+    assert doc["settings"]["repeat"] >= 3
+    for t in doc["tables"]:
+        assert set(t) >= {"id", "title", "repeat", "columns", "rows", "notes", "inputs", "plot"}
+        assert t["repeat"] >= 3 and t["rows"] and all(isinstance(n, str) for n in t["notes"])
+        kinds = {}
+        for c in t["columns"]:
+            assert set(c) == {"key", "label", "kind"} and c["kind"] in KINDS
+            kinds[c["key"]] = c["kind"]
+        for row in t["rows"]:
+            for key, kind in kinds.items():
+                if kind in ("text", "int") and key in ("tokenizer", "regex", "vocab"):
+                    assert key in row
+                if key in row:
+                    check_value(kind, row[key])
+    for c in doc["checks"]:
+        assert set(c) == {"name", "passed", "detail"} and c["passed"] in (True, False, None)
+
+
+def load(d: Path, name: str) -> dict:
+    return json.loads((d / f"{name}.json").read_text())
+
+
+@pytest.mark.parametrize("mode", MODES + ["all"])
+def test_every_mode_runs_and_writes_valid_json(runs, mode):
+    d, done = runs
+    r = done[mode]
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr
+    doc = load(d, mode)
+    check_schema(doc)
+    ids = [t["id"] for t in doc["tables"]]
+    assert ids == (MODES if mode == "all" else [mode])
+    assert doc["mode"] == mode
+    # stdout (not a terminal): Markdown tables stating machine, versions, repetitions, command
+    assert "Machine: " in r.stdout and "pynini 2.1.7" in r.stdout and "medians of 3 runs" in r.stdout
+    assert "Command: `tokfst bench " in r.stdout and "| --- |" in r.stdout
+
+
+@pytest.mark.parametrize("mode", MODES + ["all"])
+def test_internal_checks_pass(runs, mode):
+    d, _ = runs
+    checks = load(d, mode)["checks"]
+    assert checks
+    failed = [c for c in checks if c["passed"] is False]
+    assert not failed, failed
+    not_run = [c for c in checks if c["passed"] is None]
+    if peers.outlines_module() is not None:
+        assert not not_run, not_run
+
+
+def test_table1_eq4_eq5_implicit_equivalent(runs):
+    d, _ = runs
+    doc = load(d, "table1")
+    rows = doc["tables"][0]["rows"]
+    assert [r["vocab"] for r in rows] == [300, 400]
+    for r in rows:
+        assert r["equivalent"] is True
+        for key in ("eq4", "eq5", "implicit_cold", "implicit_warm", "eq5_precompute", "implicit_precompute"):
+            assert r[key]["status"] == "ok", (key, r[key])
+        assert len({(s["states"], s["arcs"]) for s in r["sizes"].values()}) == 1  # minimal: same size
+    names = [c["name"] for c in doc["checks"]]
+    assert names == ["table1 vocab 300: Eq. 4 = Eq. 5 = implicit", "table1 vocab 400: Eq. 4 = Eq. 5 = implicit"]
+    inputs = doc["tables"][0]["inputs"]
+    assert len(inputs["words"]) == 5 and inputs["automaton_states"] > 0 and inputs["automaton_arcs"] > 0
+
+
+def test_paragraph_automaton_equals_hf(runs):
+    d, _ = runs
+    t = load(d, "paragraph")["tables"][0]
+    assert [r["tokenizer"] for r in t["rows"]] == ["corpus-300", "corpus-400", "tiny"]
+    assert all(r["equal"] is True and r["tokens"] > 0 for r in t["rows"])
+    assert 150 <= t["inputs"]["chars"] <= 600
+    assert all(r["eq5"]["status"] == "ok" for r in t["rows"])  # A_BPE fits for tiny vocabularies
+
+
+def test_table2_sizes(runs):
+    d, _ = runs
+    rows = load(d, "table2")["tables"][0]["rows"]
+    assert [r["tokenizer"] for r in rows] == ["corpus-300", "corpus-400", "tiny"]
+    for r in rows:
+        assert r["explicit_how"] == "written"
+        assert r["explicit_bytes"] > r["seed_bytes"] and r["explicit_bytes"] > r["tokfst_bytes"]
+        assert r["seed_arcs"] >= r["vocab"] - 1 and r["tokfst_arcs"] >= 0 and r["states"] >= 2
+
+
+def test_peers_and_masks_use_the_given_regexes(runs):
+    d, _ = runs
+    p = load(d, "peers")["tables"][0]
+    assert [r["regex"] for r in p["rows"]] == ["[0-9]{4}-[0-9]{2}-[0-9]{2}", "(Cologne|Berlin|Bonn|Munich)"]
+    for r in p["rows"]:
+        assert r["start_canonical"] <= r["start_agnostic"]
+        assert r["noncanonical_agnostic"] == r["start_agnostic"] - r["start_canonical"]
+        assert r["form"] in ("materialized", "factorized")
+    m = load(d, "masks")["tables"][0]
+    assert {r["regex"] for r in m["rows"]} == {"[0-9]{2}", "(state|token)"}
+    assert all(r["equal"] is True for r in m["rows"] if r.get("steps"))
+
+
+def test_default_regex_set_in_all(runs):
+    d, _ = runs
+    doc = load(d, "all")
+    regexes = [r["regex"] for r in doc["tables"][MODES.index("peers")]["rows"]]
+    assert regexes == ["decimal", "json", "date", "email", "cities", "words100", "pokedex"]
+
+
+def test_timeout_reports_over_t(runs):
+    d, done = runs
+    r = done["timeout"]
+    assert r.returncode == 0, r.stderr
+    assert ">0.001 s" in r.stdout
+    row = load(d, "timeout")["tables"][0]["rows"][0]
+    assert row["eq4"]["status"] == "timeout" and row["eq4"]["limit_s"] == 0.001
+    for key, pre in (("eq5", "eq5_precompute"), ("implicit_cold", "implicit_precompute")):
+        # the child's start-up alone takes longer: the precomputation times out, its runs are skipped
+        assert row[pre]["status"] == "timeout" and row[key]["status"] == "skipped"
+    assert row["equivalent"] is None
+
+
+def test_csv_and_plots(runs):
+    d, done = runs
+    with open(d / "all.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    doc = load(d, "all")
+    assert len(rows) == sum(len(t["rows"]) for t in doc["tables"])
+    assert [k for k, _ in itertools.groupby(r["table"] for r in rows)] == MODES
+    t1 = [r for r in rows if r["table"] == "table1"]
+    assert all(float(r["eq4"]) > 0 for r in t1)
+    assert (d / "all.svg").read_text().lstrip().startswith("<?xml")
+    assert (d / "table1.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not list(d.glob(".*.tmp"))  # atomic writes leave nothing behind
+
+
+# ---- bad input: one line on stderr, exit 2 ----------------------------------------------------
+@pytest.mark.parametrize("args, fragment", [
+    (["table1", "--corpus", "/nonexistent/corpus"], "corpus not found"),
+    (["table1", "--corpus", str(CORPUS), "--vocab-sizes", "100"], "above 256"),
+    (["table1", "--corpus", str(CORPUS), "--vocab-sizes", "x"], "not a list of integers"),
+    (["table1", "--corpus", str(CORPUS), "--vocab-sizes", "300", "--words", "100000"], "distinct words"),
+    (["table2", "--corpus", str(CORPUS), "--plot", "out.pdf"], ".svg or .png"),
+    (["table1", "--corpus", str(CORPUS), "--methods", "eq4,eq6"], "unknown method eq6"),
+    (["peers", "--plot", "out.svg"], "no scaling table"),
+    (["peers", "-e", "(a"], "regex"),
+    (["peers", "--tokenizer", "/nonexistent.json"], "tokenizer file not found"),
+])
+def test_bad_input_one_line_exit_2(args, fragment, tmp_path):
+    r = subprocess.run([str(TOKFST), "bench", *args], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and fragment in lines[0] and lines[0].startswith("tokfst: error: "), r.stderr
+    assert r.stdout == "" and not list(tmp_path.iterdir())
+
+
+def test_repeat_below_three_is_a_usage_error():
+    r = tokfst("table2", "--repeat", "2")
+    assert r.returncode == 2 and "--repeat" in r.stderr
+
+
+def test_missing_default_corpus_names_the_fix(monkeypatch, tmp_path):
+    monkeypatch.setattr(corpus_mod, "DEFAULT_CORPUS", str(tmp_path / "absent"))
+    with pytest.raises(InputError) as e:
+        corpus_mod.load_corpus(None)
+    assert "apt-get install python3.11-doc" in e.value.one_line() and "--corpus" in e.value.one_line()
+
+
+# ---- the inputs ---------------------------------------------------------------------------------
+def levenshtein(a: str, b: str) -> int:
+    prev = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        cur = [i]
+        for j, y in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (x != y)))
+        prev = cur
+    return prev[-1]
+
+
+def test_edit_distance_one_automaton():
+    words, sigma = ["ab", "ba", "c"], list("abc")
+    fst = corpus_mod.edit_distance_one(words, sigma).fst
+    for n in range(5):
+        for s in map("".join, itertools.product(sigma, repeat=n)):
+            want = min(levenshtein(s, w) for w in words) <= 1
+            assert accepts(fst, [b + 1 for b in s.encode()]) == want, s
+    assert fst.properties(pynini.I_DETERMINISTIC, True) == pynini.I_DETERMINISTIC
+
+
+def test_words_and_paragraph_are_deterministic():
+    c = corpus_mod.load_corpus(str(CORPUS))
+    assert corpus_mod.draw_words(c, 5) == corpus_mod.draw_words(c, 5)
+    assert len(set(corpus_mod.draw_words(c, 20))) == 20
+    p = corpus_mod.paragraph(c, 300)
+    assert p[0].isupper() and p.endswith(".") and "\n" not in p
+
+
+def test_peer_columns_say_when_outlines_is_missing(monkeypatch, tiny_tokenizer):
+    monkeypatch.setattr(peers, "outlines_module", lambda: None)
+    res = peers.peers_table([("tiny", str(tiny_tokenizer), False)], {"date": "[0-9]{2}"}, 3, lambda m: None)
+    row = res.tables[0].rows[0]
+    assert row["outlines"]["status"] == "skipped" and "pip install" in row["outlines"]["reason"]
+    assert row["agnostic"]["status"] == "ok" and res.checks[0]["passed"] is None
+    assert any("not installed" in n for n in res.tables[0].notes)
+
+
+def test_formatting():
+    assert report.fmt_seconds(12.34) == "12.3 s" and report.fmt_seconds(0.0042) == "4.2 ms"
+    assert report.fmt_seconds(3e-8) == "30 ns"
+    assert report.fmt_cell({"status": "timeout", "limit_s": 600.0}) == ">600 s"
+    assert report.fmt({"r": 12345.6}, "r", "ratio") == "12,346x"

@@ -1,0 +1,384 @@
+"""Canonical MaxMatch (WordPiece) promotion as a deterministic product (seed 000 Sec. 6.2).
+
+A token sequence of one word, t1 ##t2 ... ##tn, is what HF's WordPiece produces iff every ti
+is the *longest* piece of its kind (word-initial for i = 1, ``##`` after) that is a prefix of
+the rest of the word ti ti+1 ... tn, the word has at most max_input_chars_per_word characters,
+and no position is unmatched (else the word is [UNK] alone). The greedy condition is local:
+a *check* starts at ti's trie node and walks down the trie along the following pieces; it
+fails (ti was not the longest match) when it reaches a token node, and is done when it walks
+off the trie or the word ends. This is the failure-link view of LinMaxMatch (Song et al. 2021)
+read backwards: instead of running T_Aho over the text, the product verifies proposed tokens.
+
+The text side is X = MIN(PROJ(A o P o U)) (:mod:`preprocess`, :func:`unk_words`): the
+normalized, pre-tokenized language of the regex, words separated by MARKER, with UNKSYM as an
+alternative for every word HF turns into [UNK] (no greedy parse, or too long). The product state
+is (state of X, position: word start / inside a word / after [UNK], pending checks, characters
+in the word so far); transitions are deterministic, so materializing the reachable part and
+minimizing gives the minimal canonical automaton, and the lazy form answers masks directly.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import deque
+
+import numpy as np
+import pynini
+
+from . import preprocess
+from .artifacts import fst_bytes, fst_from_arrays, pack, unpack
+from .errors import EmptyLanguageError, InputError, LimitError
+from .preprocess import MARKER, UNKSYM
+from .tokenizer import TokenizerModel
+from .wordtext import all_text, longest_word, max_chars, text_automaton
+
+START, IN, CLOSED = 0, 1, 2
+State = tuple[int, int, tuple[int, ...], int]  # (X state, position, pending checks, characters)
+
+
+class Pieces:
+    """Word-initial and ``##`` tries over surface bytes, with the checks' banned intervals."""
+
+    def __init__(self, model: TokenizerModel) -> None:
+        unk = model.options.get("unk_token") or "[UNK]"
+        self.unk = model.token_id(unk)
+        self.vocab = model.vocab_size
+        self.goto: list[dict[int, int]] = [{}, {}]  # node 0: initial root, node 1: "##" root
+        self.token: list[int] = [-1, -1]
+        self.node_of = np.full(self.vocab, -1, dtype=np.int64)
+        self.nchars = np.zeros(self.vocab, dtype=np.int64)
+        self.internal = np.zeros(self.vocab, dtype=bool)
+        self.surface: list[bytes] = [b""] * self.vocab
+        for tid, surface in model.lexicon_items():
+            if tid in model.special_ids or tid == self.unk:
+                continue
+            node = 1 if model.word_internal[tid] else 0
+            for b in surface:
+                nxt = self.goto[node].get(b)
+                if nxt is None:
+                    nxt = self.goto[node][b] = len(self.goto)
+                    self.goto.append({})
+                    self.token.append(-1)
+                node = nxt
+            self.token[node] = tid
+            self.node_of[tid] = node
+            self.surface[tid] = surface
+            self.nchars[tid] = len(surface.decode("utf-8", "replace"))
+            self.internal[tid] = model.word_internal[tid]
+        cont = [t for t in range(self.vocab) if self.internal[t] and self.node_of[t] >= 0]
+        cont.sort(key=lambda t: self.surface[t])
+        self.cont_order = np.array(cont, dtype=np.int64)
+        self.cont_keys = [self.surface[t] for t in cont]
+        self.rank = np.full(self.vocab, -1, dtype=np.int64)
+        self.rank[self.cont_order] = np.arange(len(cont))
+        self._ban: dict[int, np.ndarray] = {}
+        self._alive: dict[int, dict[int, int]] = {}
+
+    def opens_check(self, tid: int) -> bool:
+        """Does token tid's node have children (a longer piece could have been chosen)?"""
+        return bool(self.goto[self.node_of[tid]])
+
+    def ban(self, v: int) -> np.ndarray:
+        """Intervals [lo, hi) of ``##`` pieces (in surface order) that complete a longer token below v."""
+        got = self._ban.get(v)
+        if got is None:
+            out = []
+            stack = [(v, b"")]
+            while stack:
+                u, path = stack.pop()
+                for b, w in self.goto[u].items():
+                    p = path + bytes([b])
+                    if self.token[w] >= 0:
+                        lo = bisect.bisect_left(self.cont_keys, p)
+                        hi = bisect.bisect_left(self.cont_keys, p[:-1] + bytes([p[-1] + 1]))
+                        if hi > lo:
+                            out.append((lo, hi))
+                    else:
+                        stack.append((w, p))
+            got = self._ban[v] = np.array(out, dtype=np.int64).reshape(-1, 2)
+        return got
+
+    def alive(self, v: int) -> dict[int, int]:
+        """``##`` pieces after which the check at v is still pending, and its new node."""
+        got = self._alive.get(v)
+        if got is None:
+            got = self._alive[v] = {}
+            stack = [(v, 1)]
+            while stack:
+                u, c = stack.pop()
+                for b, w in self.goto[u].items():
+                    cw = self.goto[c].get(b)
+                    if cw is None or self.token[w] >= 0:
+                        continue
+                    if self.token[cw] >= 0:
+                        got[self.token[cw]] = w
+                    stack.append((w, cw))
+        return got
+
+
+def pieces(model: TokenizerModel) -> Pieces:
+    """One Pieces per loaded tokenizer."""
+    if "_pieces" not in model.__dict__:
+        model.__dict__["_pieces"] = Pieces(model)
+    return model.__dict__["_pieces"]
+
+
+class Canonical:
+    """The canonical MaxMatch automaton of a text automaton X, as a lazy deterministic machine."""
+
+    def __init__(self, model: TokenizerModel, text: pynini.Fst, max_chars: int | None) -> None:
+        self.pieces = pieces(model)
+        self.names = model.tokens
+        self.text = text
+        self.max_chars = max_chars
+        self.delta: list[dict[int, int]] = []
+        self.finals = np.zeros(text.num_states(), dtype=bool)
+        zero = pynini.Weight.zero(text.weight_type())
+        for s in text.states():
+            self.delta.append({arc.ilabel: arc.nextstate for arc in text.arcs(s)})
+            self.finals[s] = text.final(s) != zero
+        self._readable: dict[tuple[int, int], dict[int, int]] = {}
+
+    @property
+    def initial(self) -> State:
+        return (self.text.start(), START, (), 0)
+
+    def readable(self, x: int, root: int) -> dict[int, int]:
+        """Pieces of one kind (root 0: initial, 1: ``##``) that X can read from x, with X's next state."""
+        key = (x, root)
+        got = self._readable.get(key)
+        if got is None:
+            got = self._readable[key] = {}
+            goto, token, delta = self.pieces.goto, self.pieces.token, self.delta
+            stack = [(root, x)]
+            while stack:
+                u, s = stack.pop()
+                for b, w in goto[u].items():
+                    t = delta[s].get(b + 1)
+                    if t is None:
+                        continue
+                    if token[w] >= 0:
+                        got[token[w]] = t
+                    if goto[w]:
+                        stack.append((w, t))
+        return got
+
+    def _word_start(self, state: State) -> int | None:
+        x, pos = state[0], state[1]
+        return x if pos == START else self.delta[x].get(MARKER)
+
+    def successors(self, state: State) -> dict[int, State]:
+        """Every token allowed after ``state`` (possibly a dead end) and the state it leads to."""
+        x, pos, checks, count = state
+        pc, limit = self.pieces, self.max_chars
+        out: dict[int, State] = {}
+        if pos == IN:
+            banned = self._banned(checks)
+            alive = [pc.alive(c) for c in checks]
+            for t, nx in self.readable(x, 1).items():
+                n = count + int(pc.nchars[t])
+                if (limit is not None and n > limit) or (banned is not None and banned[pc.rank[t]]):
+                    continue
+                nc = {a[t] for a in alive if t in a}
+                if pc.opens_check(t):
+                    nc.add(int(pc.node_of[t]))
+                out[t] = (nx, IN, tuple(sorted(nc)), n if limit is not None else 0)
+        w = self._word_start(state)
+        if w is not None:
+            for t, nx in self.readable(w, 0).items():
+                n = int(pc.nchars[t])
+                if limit is not None and n > limit:
+                    continue
+                nc = (int(pc.node_of[t]),) if pc.opens_check(t) else ()
+                out[t] = (nx, IN, nc, n if limit is not None else 0)
+            u = self.delta[w].get(UNKSYM)
+            if u is not None and pc.unk is not None:
+                out[pc.unk] = (u, CLOSED, (), 0)
+        return out
+
+    def _banned(self, checks: tuple[int, ...]) -> np.ndarray | None:
+        if not checks:
+            return None
+        banned = np.zeros(len(self.pieces.cont_order) + 1, dtype=np.int64)
+        for c in checks:
+            iv = self.pieces.ban(c)
+            np.add.at(banned, iv[:, 0], 1)
+            np.add.at(banned, iv[:, 1], -1)
+        return np.cumsum(banned)[:-1] > 0
+
+    def _readable_ids(self, x: int, root: int) -> np.ndarray:
+        key = (x, root, "ids")
+        got = self._readable.get(key)
+        if got is None:
+            got = self._readable[key] = np.fromiter(self.readable(x, root), dtype=np.int64)
+        return got
+
+    def mask(self, state: State) -> np.ndarray:
+        """Allowed next tokens as a boolean array over token ids (may include dead ends), vectorized."""
+        x, pos, checks, count = state
+        pc, limit = self.pieces, self.max_chars
+        m = np.zeros(pc.vocab, dtype=bool)
+        if pos == IN:
+            toks = self._readable_ids(x, 1)
+            keep = np.ones(len(toks), dtype=bool)
+            if limit is not None:
+                keep &= count + pc.nchars[toks] <= limit
+            banned = self._banned(checks)
+            if banned is not None:
+                keep &= ~banned[pc.rank[toks]]
+            m[toks[keep]] = True
+        w = self._word_start(state)
+        if w is not None:
+            toks = self._readable_ids(w, 0)
+            m[toks if limit is None else toks[pc.nchars[toks] <= limit]] = True
+            if pc.unk is not None and UNKSYM in self.delta[w]:
+                m[pc.unk] = True
+        return m
+
+    def _read(self, x: int | None, data: bytes) -> int | None:
+        for b in data:
+            if x is None:
+                return None
+            x = self.delta[x].get(b + 1)
+        return x
+
+    def step(self, state: State, tid: int) -> tuple[State | None, str]:
+        """One token: (next state, "") or (None, why it is not allowed)."""
+        x, pos, checks, count = state
+        pc, limit = self.pieces, self.max_chars
+        if tid == pc.unk:
+            w = self._word_start(state)
+            u = None if w is None else self.delta[w].get(UNKSYM)
+            if u is None:
+                return None, "no word of the text can be [UNK] here"
+            return (u, CLOSED, (), 0), ""
+        if not 0 <= tid < pc.vocab or pc.node_of[tid] < 0:
+            return None, "a special token never comes out of the model"
+        n = int(pc.nchars[tid])
+        if pc.internal[tid]:
+            if pos != IN:
+                return None, "a ## piece cannot start a word"
+            nc = set()
+            for c in checks:
+                v = c
+                for b in pc.surface[tid]:
+                    v = pc.goto[v].get(b)
+                    if v is None:
+                        break
+                    if pc.token[v] >= 0:
+                        return None, f"not the longest match: {self.names[pc.token[v]]!r} is longer"
+                if v is not None:
+                    nc.add(v)
+            n += count
+        else:
+            x = self._word_start(state)
+            nc = set()
+        if limit is not None and n > limit:
+            return None, f"the word has more than {limit} characters (HF gives [UNK])"
+        nx = self._read(x, pc.surface[tid])
+        if nx is None:
+            return None, "the text cannot come out of the normalizer and pre-tokenizer here"
+        if pc.opens_check(tid):
+            nc.add(int(pc.node_of[tid]))
+        return (nx, IN, tuple(sorted(nc)), n if limit is not None else 0), ""
+
+    def advance(self, state: State, tid: int) -> State | None:
+        return self.step(state, tid)[0]
+
+    def is_final(self, state: State) -> bool:
+        return bool(self.finals[state[0]])
+
+    def first_violation(self, tokens: list[int]) -> tuple[int, str] | None:
+        """(index, reason) of the first token that makes the sequence non-canonical, or None."""
+        state: State = self.initial
+        for i, t in enumerate(tokens):
+            nxt, why = self.step(state, t)
+            if nxt is None:
+                return i, why
+            state = nxt
+        if not self.is_final(state):
+            return len(tokens), "the sequence cannot end here"
+        return None
+
+    def accepts(self, tokens: list[int]) -> bool:
+        return self.first_violation(tokens) is None
+
+
+def materialize(machine: Canonical, max_states: int, max_arcs: int) -> pynini.Fst:
+    """The reachable part of the machine as an OpenFst acceptor, trimmed and minimized."""
+    ids: dict[State, int] = {machine.initial: 0}
+    queue = deque([machine.initial])
+    src, lab, dst, finals = [], [], [], []
+    while queue:
+        state = queue.popleft()
+        finals.append(machine.is_final(state))
+        sid = ids[state]
+        for t, nxt in machine.successors(state).items():
+            j = ids.get(nxt)
+            if j is None:
+                j = ids[nxt] = len(ids)
+                if j >= max_states:
+                    raise LimitError(f"the canonical automaton has more than --max-states {max_states} states",
+                                     "write the factorized form with --format index, or raise --max-states")
+                queue.append(nxt)
+            src.append(sid)
+            lab.append(t + 1)
+            dst.append(j)
+            if len(src) > max_arcs:
+                raise LimitError(f"the canonical automaton has more than --max-arcs {max_arcs} arcs",
+                                 "write the factorized form with --format index, or raise --max-arcs")
+    a = np.array(lab, dtype=np.int64)
+    fst = fst_from_arrays(len(ids), 0, np.array(finals, dtype=bool), np.array(src, dtype=np.int64), a, a,
+                          np.array(dst, dtype=np.int64))
+    fst.connect()
+    if fst.num_states() == 0:
+        raise EmptyLanguageError("no canonical token sequence spells a string of the language",
+                                 "check the regex against the tokenizer's vocabulary")
+    return fst.minimize().arcsort("ilabel")
+
+
+def canonical_machine(model: TokenizerModel, automaton: pynini.Fst, max_states: int) -> Canonical:
+    """The lazy canonical MaxMatch automaton of a byte automaton A (the regex)."""
+    preprocess.check_supported(model)
+    x = text_automaton(model, automaton, max_states)
+    n = max_chars(model)
+    longest = longest_word(x)
+    return Canonical(model, x, None if longest is not None and longest <= n else n)
+
+
+def checker(model: TokenizerModel) -> Canonical:
+    """The canonical machine for all text: accepts exactly HF's WordPiece outputs (canonical-check)."""
+    preprocess.check_supported(model)
+    if max_chars(model) <= 0:
+        raise InputError(f"{model.source}: max_input_chars_per_word is not positive", "fix the tokenizer.json")
+    return Canonical(model, all_text(model), max_chars(model))
+
+
+MAGIC = b"TOKFSTWPF\0"
+FORMAT = "tokfst-factorized-maxmatch"
+VERSION = 1
+
+
+def to_bytes(machine: Canonical, model: TokenizerModel, pattern: str) -> bytes:
+    """The factorized form: the text automaton X (OpenFst bytes) and the tokenizer's fingerprint.
+
+    Format ``tokfst-factorized-maxmatch`` v1: magic b"TOKFSTWPF\\0", u32 header length, JSON
+    header (format, version, fingerprint, regex, max_chars, states, sha256), then X as an OpenFst
+    vector file. The pieces' tries are rebuilt from the tokenizer when it is loaded.
+    """
+    header = {"format": FORMAT, "version": VERSION, "fingerprint": model.fingerprint, "regex": pattern,
+              "max_chars": machine.max_chars, "states": machine.text.num_states()}
+    return pack(MAGIC, header, fst_bytes(machine.text))
+
+
+def load(path: str, model: TokenizerModel) -> Canonical:
+    """Read a factorized MaxMatch artifact for ``model``; refuse a damaged or foreign one."""
+    fix = "rebuild it with tokfst promote --canonical --format index"
+    try:
+        data = open(path, "rb").read()
+    except OSError as e:
+        raise InputError(f"cannot read {path}: {e.strerror or e}", fix) from None
+    header, body = unpack(data, MAGIC, FORMAT, VERSION, path, fix)
+    if model.fingerprint != header["fingerprint"]:
+        raise InputError(f"{path} was built for another tokenizer", "rebuild it for this tokenizer")
+    return Canonical(model, pynini.Fst.read_from_string(body), header["max_chars"])
