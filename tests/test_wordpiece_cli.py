@@ -43,6 +43,8 @@ def runs(tmp_path_factory):
         "words-index": (("promote", BERT, "-e", WORDS, "--canonical", "--format", "index", d / "words.tfz"),
                         {"env": env}),
         "bad-method": (("promote", BERT, "-e", DATE, "--canonical", "--method", "implicit"), {"env": env}),
+        "aho-free-text": (("promote", BERT, "-e", "[a-z]+", "--canonical", "--method", "aho", "--max-arcs", "50000",
+                           d / "free.fst"), {"env": env}),
         "foreign-artifact": (("promote", BERT, "-e", DATE, "--canonical", "--method", "aho", "--artifact",
                               d / "date.fst"), {"env": env}),
         "check-ok": (("canonical-check", BERT), {"env": env, "stdin": ids.encode()}),
@@ -113,6 +115,13 @@ def test_bad_method_and_foreign_artifact_are_usage_errors(runs):
     one_line_error(r["bad-method"], 2)
     assert "product, aho" in r["bad-method"].err_lines[0]
     one_line_error(r["foreign-artifact"], 2)
+
+
+def test_aho_route_refuses_free_text_before_exhausting_memory(runs):
+    d, r = runs
+    one_line_error(r["aho-free-text"], 1)
+    assert "--method product" in r["aho-free-text"].err_lines[0]
+    assert not (d / "free.fst").exists()
 
 
 def test_canonical_check_wordpiece(runs):

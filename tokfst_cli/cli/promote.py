@@ -170,7 +170,10 @@ def _canonical_maxmatch(model, automaton, fmt, method, artifact, max_states, max
     if method is Method.aho:
         taho = maxmatch_artifact(model, artifact)
         if longest_word(machine.text) is None:  # determinizing free text would exhaust memory first
-            wordpiece.materialize(machine, max_states, max_arcs)  # LimitError when it is too big
+            try:
+                wordpiece.materialize(machine, max_states, max_arcs)
+            except LimitError as e:
+                raise LimitError(str(e), "use --method product with --format index (the factorized form)") from None
         return maxmatch_promote(model, automaton, taho, max_states)
     return _materialized_or_factorized(lambda: wordpiece.materialize(machine, max_states, max_arcs),
                                        lambda: wordpiece.to_bytes(machine, model, pattern), fmt, max_arcs, out)
