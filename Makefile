@@ -28,6 +28,7 @@ demo: setup
 	$(BIN)/tokfst promote gpt2 -e '$(REGEX)' --format index artifacts/date.index.json
 	$(BIN)/tokfst draw artifacts/date.fst artifacts/date.svg --max-arcs 6 --title 'GPT-2: $(REGEX)'
 	$(BIN)/tokfst draw -e abaabcc --vocab a,b,c,ab,abc,bc --stages artifacts/fig3.svg
+	$(BIN)/tokfst draw -e 'a(a|b)*b' --vocab a,b,aa,ab --maxmatch --stages artifacts/fig4.svg
 	fstinfo artifacts/date.fst | head -8
 	@ls -l artifacts/
 

@@ -9,6 +9,7 @@ import pynini
 import pytest
 
 from tokfst_cli import wordpiece
+from tokfst_cli.errors import InputError
 from tokfst_cli.regex import compile_regex
 
 from .conftest import TOKENIZERS, real
@@ -108,6 +109,12 @@ def test_free_text_needs_the_factorized_form(runs):
     assert (loaded.mask(loaded.initial) == fresh.mask(fresh.initial)).all()
     assert loaded.accepts(hf.encode("the unaffable fox", add_special_tokens=False).ids)
     assert not loaded.accepts(hf.encode("the unaffable fox.", add_special_tokens=False).ids)
+    data = (d / "words.tfz").read_bytes()
+    (d / "cut.tfz").write_bytes(data[:-50])
+    with pytest.raises(InputError, match="truncated or damaged"):
+        wordpiece.load(str(d / "cut.tfz"), model)
+    with pytest.raises(InputError, match="another tokenizer"):
+        wordpiece.load(str(d / "words.tfz"), real("gpt2")[0])
 
 
 def test_bad_method_and_foreign_artifact_are_usage_errors(runs):
