@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 from tests.helpers import SIX_REGEXES, add_words_regex  # noqa: E402
 from tokfst_cli import tokenizer, wordpiece  # noqa: E402
 from tokfst_cli.aho import compiled, maxmatch_promote  # noqa: E402
+from tokfst_cli.bench.common import repeat  # noqa: E402
 from tokfst_cli.errors import LimitError  # noqa: E402
 from tokfst_cli.promote import count_arcs  # noqa: E402
 from tokfst_cli.regex import compile_regex  # noqa: E402
@@ -40,13 +41,11 @@ EXTRA = {"words4": r"[a-z]+( [a-z]+){0,3}", "punct": r"[a-z]+[.,!?]",
          "accents": r"[àáâäèéêëìíîïòóôöùúûüçñ]+( [A-Za-zÉÈÖ]+)?"}
 
 
-def median_time(fn, repeat: int):
-    times, result = [], None
-    for _ in range(repeat):
-        t = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times), result
+def median_time(fn, n: int):
+    """(median wall time of n calls, the last call's result)."""
+    result = []
+    runs = repeat(n, lambda: result.append(fn()))
+    return statistics.median(runs), result[-1]
 
 
 def compile_cold(repeat: int) -> dict:
