@@ -251,13 +251,50 @@ def test_csv_and_plots(runs):
     (["peers", "--plot", "out.svg"], "no scaling table"),
     (["peers", "-e", "(a"], "regex"),
     (["peers", "--tokenizer", "/nonexistent.json"], "tokenizer file not found"),
+    (["peers", "-e", "[0-9]{2}", "--json", "."], "--json . is a directory"),
+    (["table2", "--corpus", str(CORPUS), "--csv", "."], "--csv . is a directory"),
+    (["table1", "--corpus", str(CORPUS), "--timeout", "inf"], "finite"),
 ])
 def test_bad_input_one_line_exit_2(args, fragment, tmp_path):
-    r = subprocess.run([str(TOKFST), "bench", *args], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert_usage_error(args, fragment, tmp_path)
+    assert not list(tmp_path.iterdir())
+
+
+def assert_usage_error(args, fragment: str, cwd: Path, timeout: int = 60) -> None:
+    r = subprocess.run([str(TOKFST), "bench", *map(str, args)], capture_output=True, text=True, timeout=timeout,
+                       cwd=cwd)
     assert r.returncode == 2, r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and fragment in lines[0] and lines[0].startswith("tokfst: error: "), r.stderr
-    assert r.stdout == "" and not list(tmp_path.iterdir())
+    assert r.stdout == ""
+
+
+def test_bad_tokenizer_or_corpus_refused_up_front(tmp_path):
+    """A malformed --tokenizer or a corpus without a prose paragraph stops the run before any table."""
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"model": ')
+    (tmp_path / "out").mkdir()
+    flat = tmp_path / "flat.txt"
+    flat.write_text("words but no sentence\n\nnor here\n")  # no prose paragraph (capital ... period)
+    out = tmp_path / "out" / "r.json"
+    assert_usage_error(["paragraph", "--corpus", CORPUS, "--tokenizer", bad, "--json", out], "cannot read tokenizer",
+                       tmp_path / "out")
+    assert_usage_error(["all", "--corpus", flat, "--tokenizer", "gpt2", "--json", out], "no prose paragraph",
+                       tmp_path / "out")
+    assert not list((tmp_path / "out").iterdir())
+
+
+def test_tokenizer_hf_cannot_read_is_one_line(tmp_path, tiny_tokenizer):
+    """tokfst's reader accepts it, HF's does not (unknown pre-tokenizer): paragraph says so in one line."""
+    data = json.loads(tiny_tokenizer.read_text())
+    data["pre_tokenizer"] = {"type": "NoSuchPreTokenizer"}
+    odd = tmp_path / "odd.json"
+    odd.write_text(json.dumps(data))
+    (tmp_path / "out").mkdir()
+    assert_usage_error(["paragraph", *TINY, "--vocab-sizes", "300", "--trials", "2", "--paragraph-chars", "300",
+                        "--tokenizer", odd, "--json", tmp_path / "out" / "r.json"], "HF tokenizers cannot read",
+                       tmp_path / "out", timeout=300)
+    assert not list((tmp_path / "out").iterdir())
 
 
 def test_repeat_below_three_is_a_usage_error():

@@ -322,3 +322,11 @@ def test_checker_accepts_hf_and_explains_the_rest():
     assert i == 1 and "longest match" in why
     assert c.first_violation([model.token_id("##a")])[0] == 0
     assert c.first_violation([model.token_id("中"), model.token_id("##文")])[0] == 1
+
+
+def test_very_long_literal_words():
+    """A 1,500-character word: no recursion limit in the word-length analysis; HF gives [UNK]."""
+    model, hf = bert()
+    fst = wordpiece.materialize(wordpiece.canonical_machine(model, compile_regex("a{1500}").fst, 100_000),
+                                100_000, 100_000)
+    assert {tuple(l - 1 for l in p) for p in enumerate_paths(fst)} == {tuple(encode(hf, "a" * 1500))}

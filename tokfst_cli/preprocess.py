@@ -23,9 +23,11 @@ with non-zero combining classes that are not stripped (none in ordinary text).
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pynini
@@ -36,7 +38,7 @@ from .artifacts import atomic_write, cache_dir, cached_fst
 from .errors import InputError, TokfstError
 from .fsts import linear
 from .maxmatch import MARKER, UNKSYM  # noqa: F401  (re-exported: the text side's labels)
-from .regex import _ranges_acceptor
+from .regex import ranges_acceptor
 from .tokenizer import TokenizerModel
 
 NORMALIZERS = ("BertNormalizer", "Lowercase")
@@ -110,11 +112,15 @@ def _compute_tables(model: TokenizerModel) -> Tables:
                   utf8.ranges_of(wrapped), mapped, kind)
 
 
+def _config_key(model: TokenizerModel, *extra: Any) -> str:
+    """A cache key for what P depends on: the normalizer and pre-tokenizer specs (and ``extra``)."""
+    spec = json.dumps([*extra, model.normalizer, model.pre_tokenizer], sort_keys=True)
+    return hashlib.sha256(spec.encode()).hexdigest()[:20]
+
+
 def tables(model: TokenizerModel) -> Tables:
     """The per-character tables, from the cache or computed with the tokenizers library (~4 s)."""
-    key = json.dumps([_TABLE_VERSION, tokenizers.__version__, model.normalizer, model.pre_tokenizer],
-                     sort_keys=True)
-    path = cache_dir() / f"v{_TABLE_VERSION}-pretables-{hashlib.sha256(key.encode()).hexdigest()[:20]}.json"
+    path = cache_dir() / f"v{_TABLE_VERSION}-pretables-{_config_key(model, _TABLE_VERSION, tokenizers.__version__)}.json"
     if path.exists():
         try:
             d = json.loads(path.read_text())
@@ -127,7 +133,7 @@ def tables(model: TokenizerModel) -> Tables:
     data = json.dumps({"same": t.same, "deleted": t.deleted, "wrapped": t.wrapped,
                        "mapped": t.mapped, "kind": t.kind})
     try:
-        atomic_write(path, lambda tmp: open(tmp, "w").write(data))
+        atomic_write(path, lambda tmp: Path(tmp).write_text(data))
     except TokfstError:
         pass
     return t
@@ -185,7 +191,7 @@ def _insert(labels: list[int]) -> pynini.Fst:
 
 
 def _identity_piece(ranges: list[tuple[int, int]], before: list[int], after: list[int]) -> pynini.Fst:
-    return pynini.concat(pynini.concat(_insert(before), _ranges_acceptor(ranges)), _insert(after))
+    return pynini.concat(pynini.concat(_insert(before), ranges_acceptor(ranges)), _insert(after))
 
 
 def build_transducer(model: TokenizerModel, outputs_only: bool = False) -> pynini.Fst:
@@ -209,9 +215,9 @@ def build_transducer(model: TokenizerModel, outputs_only: bool = False) -> pynin
         # Deleted characters change nothing; kept whitespace ends a word (IN -> B), else nothing.
         dropped = t.deleted + (t.same["w"] if s != _IN else [])
         if dropped:
-            b.splice(s, pynini.cross(_ranges_acceptor(utf8.ranges_of_ranges(dropped)), _insert([])), s)
+            b.splice(s, pynini.cross(ranges_acceptor(utf8.ranges_of_ranges(dropped)), _insert([])), s)
         if s == _IN and t.same["w"]:
-            b.splice(s, pynini.cross(_ranges_acceptor(t.same["w"]), _insert([])), _B)
+            b.splice(s, pynini.cross(ranges_acceptor(t.same["w"]), _insert([])), _B)
         for cp, normalized in t.mapped.items():
             nxt, out = _step(s, [(t.kind[ord(x)], x) for x in normalized])
             word = bytes(x - 1 for x in out if x != MARKER).decode("utf-8")
@@ -246,18 +252,16 @@ _LOADED: dict[str, pynini.Fst] = {}
 def transducer(model: TokenizerModel) -> pynini.Fst:
     """P for this tokenizer's normalizer and pre-tokenizer, cached on disk and in memory by their configuration."""
     check_supported(model)
-    key = hashlib.sha256(json.dumps([model.normalizer, model.pre_tokenizer], sort_keys=True).encode()).hexdigest()
+    key = _config_key(model)
     if key not in _LOADED:
-        _LOADED[key] = cached_fst(f"pre-{key[:20]}", lambda: build_transducer(model))
+        _LOADED[key] = cached_fst(f"pre-{key}", lambda: build_transducer(model))
     return _LOADED[key]
 
 
 def output_language(model: TokenizerModel) -> pynini.Fst:
     """Every pre-tokenized normalized text (PROJ(Sigma* o P)) as a minimal DFA, cached."""
     check_supported(model)
-    key = json.dumps([model.normalizer, model.pre_tokenizer], sort_keys=True)
-    return cached_fst(f"preout-{hashlib.sha256(key.encode()).hexdigest()[:20]}",
-                      lambda: build_transducer(model, outputs_only=True))
+    return cached_fst(f"preout-{_config_key(model)}", lambda: build_transducer(model, outputs_only=True))
 
 
 def apply(model: TokenizerModel, text: str) -> list[str]:
@@ -289,10 +293,6 @@ def apply(model: TokenizerModel, text: str) -> list[str]:
 
 
 def _in(cp: int, ranges: list[tuple[int, int]]) -> bool:
-    import bisect
     i = bisect.bisect_right(ranges, (cp, utf8.MAX_CODE_POINT + 1)) - 1
     return i >= 0 and ranges[i][0] <= cp <= ranges[i][1]
 
-
-def spec_summary(spec: Any) -> str:
-    return "none" if spec is None else str(spec.get("type"))

@@ -81,7 +81,7 @@ def parse(pattern: str) -> ip.Pattern:
         raise InputError(f"regex {pattern!r} cannot be compiled: {e}", "simplify the pattern") from None
 
 
-def _ranges_acceptor(ranges: Ranges) -> pynini.Fst:
+def ranges_acceptor(ranges: Ranges) -> pynini.Fst:
     """Acceptor of the UTF-8 encodings of the code points in ``ranges`` (one or more bytes)."""
     f = pynini.Fst()
     one = pynini.Weight.one(f.weight_type())
@@ -146,7 +146,7 @@ def _build(node, memo: dict) -> pynini.Fst:
     if isinstance(node, ip._CharGroup):
         key = (node.chars, node.negated)
         if key not in memo:
-            memo[key] = _ranges_acceptor(_char_class(node))
+            memo[key] = ranges_acceptor(_char_class(node))
         return memo[key].copy()
     if isinstance(node, ip._Concatenation):
         f = pynini.accep("")
@@ -183,7 +183,7 @@ def _from_interegular_fsm(pattern: str, tree: ip.Pattern, max_states: int) -> py
     ranges = {cls: utf8.remove_surrogates(utf8.ranges_of(cps)) for cls, cps in members.items()}
     if other is not None:
         ranges[other] = utf8.complement(utf8.ranges_of(cp for cps in members.values() for cp in cps))
-    classes = {cls: _ranges_acceptor(r) for cls, r in ranges.items()}
+    classes = {cls: ranges_acceptor(r) for cls, r in ranges.items()}
     f = pynini.Fst()
     one = pynini.Weight.one(f.weight_type())
     sid = {q: f.add_state() for q in sorted(fsm.states)}

@@ -28,6 +28,7 @@ import pynini
 from . import preprocess
 from .artifacts import fst_bytes, fst_from_arrays, pack, unpack
 from .errors import EmptyLanguageError, InputError, LimitError
+from .maxmatch import Tries
 from .preprocess import MARKER, UNKSYM
 from .tokenizer import TokenizerModel
 from .wordtext import all_text, longest_word, max_chars, text_automaton
@@ -43,30 +44,19 @@ class Pieces:
         unk = model.options.get("unk_token") or "[UNK]"
         self.unk = model.token_id(unk)
         self.vocab = model.vocab_size
-        self.goto: list[dict[int, int]] = [{}, {}]  # node 0: initial root, node 1: "##" root
-        self.token: list[int] = [-1, -1]
+        tries = Tries(model)
+        self.goto = tries.goto  # node 0: initial root, node 1: "##" root (shared with T_Aho's tries)
+        self.token = list(tries.token)
         self.node_of = np.full(self.vocab, -1, dtype=np.int64)
-        self.nchars = np.zeros(self.vocab, dtype=np.int64)
-        self.internal = np.zeros(self.vocab, dtype=bool)
-        self.surface: list[bytes] = [b""] * self.vocab
-        for tid, surface in model.lexicon_items():
-            if tid in model.special_ids or tid == self.unk:
-                continue
-            node = 1 if model.word_internal[tid] else 0
-            for b in surface:
-                nxt = self.goto[node].get(b)
-                if nxt is None:
-                    nxt = self.goto[node][b] = len(self.goto)
-                    self.goto.append({})
-                    self.token.append(-1)
-                node = nxt
-            self.token[node] = tid
-            self.node_of[tid] = node
-            self.surface[tid] = surface
-            self.nchars[tid] = len(surface.decode("utf-8", "replace"))
-            self.internal[tid] = model.word_internal[tid]
-        cont = [t for t in range(self.vocab) if self.internal[t] and self.node_of[t] >= 0]
-        cont.sort(key=lambda t: self.surface[t])
+        for node, tid in enumerate(self.token):
+            if tid == self.unk:  # [UNK] is the whole-word verdict, never a piece
+                self.token[node] = -1
+            elif tid >= 0:
+                self.node_of[tid] = node
+        self.surface: list[bytes] = [model.surfaces[t] if self.node_of[t] >= 0 else b"" for t in range(self.vocab)]
+        self.nchars = np.array([len(b.decode("utf-8", "replace")) for b in self.surface], dtype=np.int64)
+        self.internal = np.array(model.word_internal, dtype=bool) & (self.node_of >= 0)
+        cont = sorted(np.flatnonzero(self.internal).tolist(), key=lambda t: self.surface[t])
         self.cont_order = np.array(cont, dtype=np.int64)
         self.cont_keys = [self.surface[t] for t in cont]
         self.rank = np.full(self.vocab, -1, dtype=np.int64)
@@ -167,6 +157,12 @@ class Canonical:
         x, pos = state[0], state[1]
         return x if pos == START else self.delta[x].get(MARKER)
 
+    def _enter(self, tid: int, nx: int, checks: set[int], n: int) -> State:
+        """The state after piece tid: X at nx, tid's own check opened, n characters in the word."""
+        if self.pieces.opens_check(tid):
+            checks.add(int(self.pieces.node_of[tid]))
+        return (nx, IN, tuple(sorted(checks)), n if self.max_chars is not None else 0)
+
     def successors(self, state: State) -> dict[int, State]:
         """Every token allowed after ``state`` (possibly a dead end) and the state it leads to."""
         x, pos, checks, count = state
@@ -179,18 +175,13 @@ class Canonical:
                 n = count + int(pc.nchars[t])
                 if (limit is not None and n > limit) or (banned is not None and banned[pc.rank[t]]):
                     continue
-                nc = {a[t] for a in alive if t in a}
-                if pc.opens_check(t):
-                    nc.add(int(pc.node_of[t]))
-                out[t] = (nx, IN, tuple(sorted(nc)), n if limit is not None else 0)
+                out[t] = self._enter(t, nx, {a[t] for a in alive if t in a}, n)
         w = self._word_start(state)
         if w is not None:
             for t, nx in self.readable(w, 0).items():
                 n = int(pc.nchars[t])
-                if limit is not None and n > limit:
-                    continue
-                nc = (int(pc.node_of[t]),) if pc.opens_check(t) else ()
-                out[t] = (nx, IN, nc, n if limit is not None else 0)
+                if limit is None or n <= limit:
+                    out[t] = self._enter(t, nx, set(), n)
             u = self.delta[w].get(UNKSYM)
             if u is not None and pc.unk is not None:
                 out[pc.unk] = (u, CLOSED, (), 0)
@@ -278,9 +269,7 @@ class Canonical:
         nx = self._read(x, pc.surface[tid])
         if nx is None:
             return None, "the text cannot come out of the normalizer and pre-tokenizer here"
-        if pc.opens_check(tid):
-            nc.add(int(pc.node_of[tid]))
-        return (nx, IN, tuple(sorted(nc)), n if limit is not None else 0), ""
+        return self._enter(tid, nx, nc, n), ""
 
     def advance(self, state: State, tid: int) -> State | None:
         return self.step(state, tid)[0]
@@ -339,7 +328,6 @@ def materialize(machine: Canonical, max_states: int, max_arcs: int) -> pynini.Fs
 
 def canonical_machine(model: TokenizerModel, automaton: pynini.Fst, max_states: int) -> Canonical:
     """The lazy canonical MaxMatch automaton of a byte automaton A (the regex)."""
-    preprocess.check_supported(model)
     x = text_automaton(model, automaton, max_states)
     n = max_chars(model)
     longest = longest_word(x)
@@ -348,9 +336,7 @@ def canonical_machine(model: TokenizerModel, automaton: pynini.Fst, max_states: 
 
 def checker(model: TokenizerModel) -> Canonical:
     """The canonical machine for all text: accepts exactly HF's WordPiece outputs (canonical-check)."""
-    preprocess.check_supported(model)
-    if max_chars(model) <= 0:
-        raise InputError(f"{model.source}: max_input_chars_per_word is not positive", "fix the tokenizer.json")
+    preprocess.check_supported(model)  # all_text may come from the cache without building P
     return Canonical(model, all_text(model), max_chars(model))
 
 
@@ -379,6 +365,6 @@ def load(path: str, model: TokenizerModel) -> Canonical:
     except OSError as e:
         raise InputError(f"cannot read {path}: {e.strerror or e}", fix) from None
     header, body = unpack(data, MAGIC, FORMAT, VERSION, path, fix)
-    if model.fingerprint != header["fingerprint"]:
+    if model.fingerprint != header.get("fingerprint"):
         raise InputError(f"{path} was built for another tokenizer", "rebuild it for this tokenizer")
-    return Canonical(model, pynini.Fst.read_from_string(body), header["max_chars"])
+    return Canonical(model, pynini.Fst.read_from_string(body), header.get("max_chars"))

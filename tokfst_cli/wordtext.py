@@ -17,13 +17,13 @@ from .errors import EmptyLanguageError, LimitError
 from .fsts import linear
 from .maxmatch import domain_acceptor
 from .preprocess import MARKER, UNKSYM
-from .regex import _ranges_acceptor
+from .regex import ranges_acceptor
 from .tokenizer import TokenizerModel
 
 
 def _any_char() -> pynini.Fst:
     """One UTF-8 character (any Unicode scalar value)."""
-    return _ranges_acceptor([(0, utf8.MAX_CODE_POINT)])
+    return ranges_acceptor([(0, utf8.MAX_CODE_POINT)])
 
 
 def _label(lab: int) -> pynini.Fst:
@@ -44,7 +44,9 @@ def _repeat(f: pynini.Fst, lo: int, hi: int | None = None) -> pynini.Fst:
 
 
 def max_chars(model: TokenizerModel) -> int:
-    return int(model.options.get("max_input_chars_per_word") or 100)
+    """HF's max_input_chars_per_word (its default: 100)."""
+    value = model.options.get("max_input_chars_per_word")
+    return 100 if value is None else int(value)
 
 
 def unk_words(model: TokenizerModel, bounded: bool, bad: pynini.Fst | None = None) -> pynini.Fst:
@@ -67,7 +69,7 @@ def unk_words(model: TokenizerModel, bounded: bool, bad: pynini.Fst | None = Non
 
 
 def _char_set(chars: set[str]) -> pynini.Fst:
-    return _ranges_acceptor(utf8.ranges_of(ord(c) for c in chars))
+    return ranges_acceptor(utf8.ranges_of(ord(c) for c in chars))
 
 
 def risky(model: TokenizerModel, pre: pynini.Fst) -> bool:
@@ -86,17 +88,12 @@ def risky(model: TokenizerModel, pre: pynini.Fst) -> bool:
     return pynini.difference(pre, safe).connect().num_states() > 0
 
 
-def bad_words(model: TokenizerModel, pre: pynini.Fst) -> pynini.Fst:
+def bad_words(model: TokenizerModel, pre: pynini.Fst) -> pynini.Fst | None:
     """Words over the bytes that ``pre`` uses with no complete greedy parse: (alphabet+) - dom S."""
     labels = sorted({a.ilabel for s in pre.states() for a in pre.arcs(s)} - {MARKER, UNKSYM, 0})
-    alpha = pynini.Fst()
-    one = pynini.Weight.one(alpha.weight_type())
-    alpha.add_states(2)
-    alpha.set_start(0)
-    alpha.set_final(1)
-    for lab in labels:
-        alpha.add_arc(0, pynini.Arc(lab, lab, one, 1))
-        alpha.add_arc(1, pynini.Arc(lab, lab, one, 1))
+    if not labels:
+        return None
+    alpha = pynini.union(*(linear([lab]) for lab in labels)).closure(1).rmepsilon()
     return pynini.difference(alpha, domain_acceptor_cached(model)).connect()
 
 
@@ -146,34 +143,25 @@ def domain_acceptor_cached(model: TokenizerModel) -> pynini.Fst:
 
 
 def longest_word(x: pynini.Fst) -> int | None:
-    """Most characters in a word of X (None: unbounded). UTF-8 lead bytes count as characters."""
-    inner = {s: [(a.ilabel, a.nextstate) for a in x.arcs(s) if a.ilabel not in (MARKER, UNKSYM)]
-             for s in x.states()}
-    memo: dict[int, int] = {}
-    onstack: set[int] = set()
+    """Most characters in a word of X (None: unbounded). UTF-8 lead bytes count as characters.
 
-    def depth(s: int) -> int | None:
-        if s in memo:
-            return memo[s]
-        if s in onstack:
-            return None
-        onstack.add(s)
-        best = 0
-        for lab, t in inner[s]:
-            d = depth(t)
-            if d is None:
-                return None
-            best = max(best, d + (0x80 <= lab - 1 < 0xC0 and 0 or 1))
-        onstack.discard(s)
-        memo[s] = best
-        return best
-
-    worst = 0
-    for s in x.states():
-        d = depth(s)
-        if d is None:
-            return None
-        worst = max(worst, d)
-    return worst
-
-
+    Longest path over the word arcs (all but MARKER and UNKSYM) in topological order (Kahn);
+    a cycle left over means words of unbounded length."""
+    arcs = {s: [(0 if 0x80 <= a.ilabel - 1 < 0xC0 else 1, a.nextstate) for a in x.arcs(s)
+                if a.ilabel not in (MARKER, UNKSYM)] for s in x.states()}
+    indegree = dict.fromkeys(arcs, 0)
+    for out in arcs.values():
+        for _, t in out:
+            indegree[t] += 1
+    ready = [s for s, d in indegree.items() if d == 0]
+    depth = dict.fromkeys(arcs, 0)
+    done = 0
+    while ready:
+        s = ready.pop()
+        done += 1
+        for w, t in arcs[s]:
+            depth[t] = max(depth[t], depth[s] + w)
+            indegree[t] -= 1
+            if indegree[t] == 0:
+                ready.append(t)
+    return max(depth.values(), default=0) if done == len(arcs) else None

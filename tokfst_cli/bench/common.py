@@ -29,6 +29,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +85,21 @@ def machine_line(doc: dict) -> str:
             f"tokfst {v['tokfst']}, pynini {v['pynini']}, tokenizers {v['tokenizers']}, "
             f"outlines-core {v['outlines-core']}; load average {m['loadavg_start'][0]} at start"
             + (f", {m['loadavg_end'][0]} at end." if "loadavg_end" in m else "."))
+
+
+# ---- tokenizers -----------------------------------------------------------------------------
+@lru_cache(maxsize=None)
+def load_bpe(path: str):
+    """The TokenizerModel of a BPE tokenizer.json, parsed once per run however many tables use it;
+    a one-line InputError for anything else (every table measures canonical BPE)."""
+    from .. import tokenizer as tokmod
+    from ..errors import InputError
+
+    model = tokmod.load(path)
+    if model.family != "bpe":
+        raise InputError(f"{path} is a {model.family} tokenizer",
+                         "tokfst bench measures canonical BPE; give a BPE tokenizer.json")
+    return model
 
 
 # ---- timing ----------------------------------------------------------------------------------

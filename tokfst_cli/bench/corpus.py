@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pynini
 
-from ..artifacts import atomic_write, cache_dir
+from ..artifacts import cache_dir, write_bytes
 from ..errors import InputError
 from ..regex import ByteAutomaton
 
@@ -97,8 +97,7 @@ def train(corpus: Corpus, vocab_size: int) -> tuple[Path, bool]:
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False, special_tokens=[],
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     tok.train_from_iterator(corpus.text.split("\n\n"), trainer)
-    data = tok.to_str(pretty=False)
-    atomic_write(path, lambda tmp: Path(tmp).write_text(data, encoding="utf-8"))
+    write_bytes(str(path), tok.to_str(pretty=False).encode("utf-8"))
     return path, True
 
 

@@ -64,7 +64,6 @@ def walk(fz, steps: int, seed: int) -> list[tuple[int, tuple]]:
 def masks_table(tokenizers: list[tuple[str, str, bool]], regexes: dict[str, str], repeat: int, steps: int,
                 progress) -> Results:
     from .. import lexicon
-    from .. import tokenizer as tokmod
     from ..bpe import implicit
     from ..bpe.product import factorize
     from ..errors import TokfstError
@@ -84,7 +83,7 @@ def masks_table(tokenizers: list[tuple[str, str, bool]], regexes: dict[str, str]
               "log": True, "where": "trained"},
     )
     for name, path, trained in tokenizers:
-        model = tokmod.load(path)
+        model = common.load_bpe(path)
         lex = lexicon.lexicon(model)
         imp = implicit.load_or_compile(model)
         surfaces = model.surfaces
@@ -106,29 +105,28 @@ def masks_table(tokenizers: list[tuple[str, str, bool]], regexes: dict[str, str]
                 arrays.append(a)
             mask_of = [st["mask"] for st in index["states"]]
             fz = factorize(p, imp)
-            path = walk(fz, steps, seed=len(rname))
-            row["steps"] = len(path)
+            walked = walk(fz, steps, seed=len(rname))
+            k = len(walked)
+            row["steps"] = k
             row["coalescence"] = f"{index['stats']['masks']}/{index['stats']['states']}"
-            if not path:
+            if not walked:
                 table.rows.append(row)
                 continue
             start, delta = byte_dfa(automaton.fst)
             prefixes, acc = [], b""
-            for t, _ in path:
+            for t, _ in walked:
                 prefixes.append(acc)
                 acc += surfaces[t]
-            pstates = [st[0] for _, st in path]
+            states = [st for _, st in walked]
+            pstates = [st[0] for st in states]
             naive = [naive_mask(start, delta, surfaces, pre) for pre in prefixes]
             equal = all(np.array_equal(n, arrays[mask_of[q]]) for n, q in zip(naive, pstates))
             row["equal"] = equal
-            res.check(f"masks {name} {rname}: naive mask = index mask at every step", equal,
-                      f"{len(path)} steps")
-            k = len(path)
+            res.check(f"masks {name} {rname}: naive mask = index mask at every step", equal, f"{k} steps")
             cell, _ = common.measure(repeat, lambda: [naive_mask(start, delta, surfaces, pre) for pre in prefixes])
             row["naive"] = common.per_unit(cell, k)
             cell, _ = common.measure(repeat, lambda: [arrays[mask_of[q]] for _ in range(INNER) for q in pstates])
             row["index"] = common.per_unit(cell, k * INNER)
-            states = [st for _, st in path]
             cell, _ = common.measure(repeat, lambda: [fz.mask(st) for _ in range(INNER // 10) for st in states],
                                      warmup=True)
             row["canonical"] = common.per_unit(cell, k * (INNER // 10))

@@ -99,7 +99,6 @@ def start_set(fst: pynini.Fst) -> set[int]:
 def peers_table(tokenizers: list[tuple[str, str, bool]], regexes: dict[str, str], repeat: int, progress,
                 max_arcs: int = MAX_ARCS) -> Results:
     from .. import lexicon
-    from .. import tokenizer as tokmod
     from ..bpe import implicit
     from ..bpe.product import factorize, materialize
     from ..errors import LimitError, TokfstError
@@ -120,11 +119,7 @@ def peers_table(tokenizers: list[tuple[str, str, bool]], regexes: dict[str, str]
         inputs={"regexes": regexes, "outlines_core": oc is not None, "precompute": {}},
     )
     for name, path, _ in tokenizers:
-        model = tokmod.load(path)
-        if model.family != "bpe":
-            from ..errors import InputError
-
-            raise InputError(f"{path} is a {model.family} tokenizer", "peers measures canonical BPE; give a BPE tokenizer.json")
+        model = common.load_bpe(path)
         t_lex, lex = common.timed(lambda: lexicon.lexicon(model))
         t_imp, imp = common.timed(lambda: implicit.load_or_compile(model))
         pre = {"lexicon_s": t_lex, "implicit_s": t_imp}

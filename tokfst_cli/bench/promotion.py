@@ -119,7 +119,6 @@ def equivalent(paths: dict[str, Path]) -> tuple[bool | None, str]:
 def table1(corpus: Corpus, vocab_sizes: list[int], words: int, repeat: int, limit: float, max_arcs: int,
            progress, methods: tuple[str, ...] = METHODS) -> Results:
     from .. import lexicon
-    from .. import tokenizer as tokmod
     from ..promote import count_arcs, promote
 
     res = Results()
@@ -157,7 +156,7 @@ def table1(corpus: Corpus, vocab_sizes: list[int], words: int, repeat: int, limi
         for v in vocab_sizes:
             path, fresh = train(corpus, v)
             progress(f"table1: vocab {v}: tokenizer {'trained' if fresh else 'cached'} at {path}")
-            model = tokmod.load(str(path))
+            model = common.load_bpe(str(path))
             p = promote(model, automaton, lexicon.build(model), max_states=10_000_000).fst
             row = {"vocab": model.vocab_size, "agnostic": f"{p.num_states()}/{count_arcs(p)}"}
             paths, sizes = {}, {}

@@ -26,9 +26,21 @@ from .common import Results, Table
 ARC_BYTES = 16  # OpenFst StdArc in a vector file: ilabel, olabel, weight, nextstate
 
 
+_COUNTED: dict[str, tuple[int, int]] = {}  # by tokenizer fingerprint: table2 and paragraph both need it
+
+
 def count_explicit(imp) -> tuple[int, int]:
     """(states, arcs) of the explicit A_BPE, by the breadth-first walk of ``explicit_automaton``
-    without building it (per-row caches are dropped as it goes, so memory stays flat)."""
+    without building it (per-row caches are dropped as it goes, so memory stays flat). Counted
+    once per tokenizer and run: the walk takes seconds for a 50k vocabulary."""
+    if not imp.fingerprint:
+        return _count_explicit(imp)
+    if imp.fingerprint not in _COUNTED:
+        _COUNTED[imp.fingerprint] = _count_explicit(imp)
+    return _COUNTED[imp.fingerprint]
+
+
+def _count_explicit(imp) -> tuple[int, int]:
     from ..bpe.explicit import START, successors
 
     classes = imp.classes()
@@ -81,16 +93,11 @@ def computed_fst_size(model, states: int, arcs: int) -> int:
 
 
 def measure(name: str, path: str, trained: bool, max_arcs: int, repeat: int, progress) -> tuple[dict, list[tuple]]:
-    from .. import tokenizer as tokmod
     from ..bpe import implicit
     from ..bpe.explicit import explicit_automaton
     from ..promote import count_arcs
 
-    model = tokmod.load(path)
-    if model.family != "bpe":
-        from ..errors import InputError
-
-        raise InputError(f"{path} is a {model.family} tokenizer", "table2 measures canonical BPE; give a BPE tokenizer.json")
+    model = common.load_bpe(path)
     compile_cell, imp = common.measure(repeat, lambda: implicit.compile_implicit(model).attach(model))
     data = implicit.to_bytes(imp)
     info = imp.info()

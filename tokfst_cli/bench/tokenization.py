@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import pynini
 
+from ..fsts import linear
+from ..regex import ByteAutomaton
+from ..tokenizer import SPACE_MARK, TokenizerModel, unicode_to_bytes
 from . import common
 from .common import Results, Table
-from ..tokenizer import TokenizerModel, SPACE_MARK, unicode_to_bytes
 
 
 def pretokenize(hf, text: str) -> list[str]:
@@ -40,23 +42,14 @@ def piece_bytes(model: TokenizerModel, piece: str) -> bytes:
     return piece.encode("utf-8")
 
 
-def linear(pieces: list[bytes], boundary: int):
+def pieces_acceptor(pieces: list[bytes], boundary: int) -> ByteAutomaton:
     """The acceptor of the pieces' bytes (labels b + 1) joined by the label ``boundary``."""
-    from ..regex import ByteAutomaton
-
     labels: list[int] = []
     for i, data in enumerate(pieces):
         if i:
             labels.append(boundary)
         labels += [b + 1 for b in data]
-    f = pynini.Fst()
-    one = pynini.Weight.one(f.weight_type())
-    f.add_states(len(labels) + 1)
-    f.set_start(0)
-    f.set_final(len(labels))
-    for i, x in enumerate(labels):
-        f.add_arc(i, pynini.Arc(x, x, one, i + 1))
-    return ByteAutomaton(f, "paragraph")
+    return ByteAutomaton(linear(labels), "paragraph")
 
 
 def with_boundary(fst: pynini.Fst, boundary: int, sources) -> pynini.Fst:
@@ -124,20 +117,24 @@ class ViaAutomaton:
     """Tokenize text through the automata of one tokenizer."""
 
     def __init__(self, path: str, max_arcs: int, progress, name: str):
-        from tokenizers import Tokenizer
-
         from .. import lexicon
-        from .. import tokenizer as tokmod
         from ..bpe import implicit
         from ..bpe.product import stepper
+        from ..bpe.reference import HfReference
+        from ..errors import InputError
         from .size import count_explicit
 
-        self.hf = Tokenizer.from_file(path)
-        self.model = tokmod.load(path)
+        self.model = common.load_bpe(path)
+        try:
+            self.hf = HfReference(self.model).hf
+        except Exception as e:  # noqa: BLE001 - HF's parser is stricter than tokfst's: one line, no traceback
+            raise InputError(f"HF tokenizers cannot read {path}: {e}",
+                             "give a tokenizer.json that HF tokenizers loads") from None
         self.boundary = max(256, self.model.vocab_size) + 1  # neither a byte nor a token label
         self.lex = lexicon.lexicon(self.model)
         self.lex_b = with_boundary(self.lex, self.boundary, [self.lex.start()]).arcsort("ilabel")
         self.imp = implicit.load_or_compile(self.model)
+        self.ignore_merges = bool(self.imp.alone.any())  # the whole-word rule: word by word via materialize
         self.step = stepper(self.imp)
         self.abpe = None
         states, arcs = count_explicit(self.imp)
@@ -157,16 +154,16 @@ class ViaAutomaton:
         from ..promote import promote
 
         pieces = [piece_bytes(self.model, p) for p in pretokenize(self.hf, text)]
-        return promote(self.model, linear(pieces, self.boundary), self.lex_b).fst
+        return promote(self.model, pieces_acceptor(pieces, self.boundary), self.lex_b).fst
 
     def implicit(self, text: str) -> list[int]:
-        if self.imp.alone.any():  # ignore_merges: the whole-word rule, handled by materialize
+        if self.ignore_merges:
             from ..bpe.product import materialize
             from ..promote import promote
 
             out: list[int] = []
             for p in pretokenize(self.hf, text):
-                lat = promote(self.model, linear([piece_bytes(self.model, p)], self.boundary), self.lex).fst
+                lat = promote(self.model, pieces_acceptor([piece_bytes(self.model, p)], self.boundary), self.lex).fst
                 out += path_of(materialize(lat, self.imp))
             return out
         return canonical_path(self.lattice(text), self.step, self.boundary)

@@ -32,7 +32,7 @@ import pynini
 from .. import utf8
 from ..artifacts import pack, unpack
 from ..errors import InputError, LimitError
-from ..regex import _ranges_acceptor
+from ..regex import ranges_acceptor
 from ..tokenizer import TokenizerModel
 from .canonical import derive, model_text, rectangles
 from .hf import HfBpe
@@ -296,7 +296,7 @@ def _fallback_dfa(model: TokenizerModel) -> tuple[np.ndarray, np.ndarray]:
         return np.full((1, 256), -1, np.int32), np.ones(1, bool)
     present = {ord(t) for t in model.tokens if len(t) == 1}
     absent = utf8.complement(utf8.ranges_of(present))
-    f = _ranges_acceptor(absent).closure()
+    f = ranges_acceptor(absent).closure()
     f = pynini.determinize(f.rmepsilon()).minimize()
     zero = pynini.Weight.zero(f.weight_type())
     order = [f.start()] + [s for s in f.states() if s != f.start()]

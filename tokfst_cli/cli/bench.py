@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import os
 import time
 from enum import Enum
 from pathlib import Path
@@ -42,15 +44,34 @@ def _methods(text: str) -> tuple[str, ...]:
     return tuple(m for m in METHODS if m in got)
 
 
-def _tokenizers(specs: list[str]) -> list[tuple[str, str, bool]]:
+def _tokenizers(specs: list[str], used: bool) -> list[tuple[str, str, bool]]:
+    """(name, path, trained) per --tokenizer; when the mode uses them, each is read now (a malformed
+    or non-BPE tokenizer.json is a usage error before anything is trained or measured)."""
     from .. import tokenizer as tokmod
+    from ..bench.common import load_bpe
 
     out = []
     for spec in specs:
         path = tokmod.resolve_path(spec)
         name = spec if spec in tokmod.BUNDLED and not Path(spec).exists() else path.stem
+        if used:
+            load_bpe(str(path))
         out.append((name, str(path), False))
     return out
+
+
+def _output(option: str, path: str | None) -> None:
+    """Refuse an output target that could only fail after the whole run."""
+    if path in (None, "-"):
+        return
+    p = Path(path)
+    if p.is_dir():
+        raise InputError(f"{option} {path} is a directory", "give a file name")
+    parent = p.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"{option} {path}: cannot write in {parent}", "check the directory and permissions")
 
 
 def _regexes(regex: list[str], regex_file: Optional[str]) -> dict[str, str]:
@@ -142,24 +163,31 @@ def bench_cmd(
         if mode is Mode.peers:
             raise InputError("peers has no scaling table to plot", "drop --plot, or use table1, table2, paragraph, masks or all")
         report.check_plot_target(plot)
+    for option, target in (("--json", json_out), ("--csv", csv_out), ("--plot", plot)):
+        _output(option, target)
+    if not math.isfinite(timeout):
+        raise InputError(f"--timeout {timeout}: give a finite number of seconds", "e.g. --timeout 600")
+    want = {m.value for m in Mode if m is not Mode.all} if mode is Mode.all else {mode.value}
     sizes = _vocab_sizes(vocab_sizes)
     chosen = _methods(methods)
-    extra = _tokenizers(tokenizer or ["gpt2"])
-    patterns = _regexes(regex or [], regex_file) if mode in (Mode.peers, Mode.masks, Mode.all) else {}
+    extra = _tokenizers(tokenizer or ["gpt2"], used=bool(want - {"table1"}))
+    patterns = _regexes(regex or [], regex_file) if want & {"peers", "masks"} else {}
     progress = common.Progress(verbose)
     started, machine = time.time(), common.machine_facts()
     settings = {"repeat": repeat, "timeout_s": timeout, "vocab_sizes": sizes, "words": words, "methods": list(chosen),
                 "tokenizers": [p for _, p, _ in extra], "trials": trials, "paragraph_chars": paragraph_chars,
                 "steps": steps, "max_arcs": max_arcs}
     results = common.Results()
-    want = {m.value for m in Mode if m is not Mode.all} if mode is Mode.all else {mode.value}
 
     trained: list[tuple[str, str, bool]] = []
-    corp = None
+    corp = text = None
     if want - {"peers"}:
         corp = load_corpus(corpus)
         settings["corpus"] = corp.describe()
-        from ..bench.corpus import train
+        from ..bench.corpus import paragraph, train
+
+        if "paragraph" in want:  # a corpus without a prose paragraph fails now, not after the other tables
+            text = paragraph(corp, paragraph_chars)
 
         for v in sizes:
             path, fresh = train(corp, v)
@@ -174,10 +202,8 @@ def bench_cmd(
 
         results.extend(table2(trained + extra, max_arcs, repeat, progress))
     if "paragraph" in want:
-        from ..bench.corpus import paragraph
         from ..bench.tokenization import paragraph_table
 
-        text = paragraph(corp, paragraph_chars)
         results.extend(paragraph_table(text, trained + extra, repeat, trials, max_arcs, progress))
     if "peers" in want:
         from ..bench.peers import peers_table

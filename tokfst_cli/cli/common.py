@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sys
 from collections.abc import Iterator
@@ -57,3 +58,13 @@ def read_pattern(regex: str | None, regex_file: str | None) -> str:
 def refuse_binary_tty(out: str | None) -> None:
     if out in (None, "-") and sys.stdout.isatty():
         raise InputError("refusing to write a binary FST to a terminal", "give OUT or redirect stdout")
+
+
+def print_counts(counts: dict, as_json: bool) -> None:
+    """--info output: one JSON object, or aligned "key value" lines."""
+    if as_json:
+        print(json.dumps(counts))
+        return
+    width = max(map(len, counts), default=0) + 1
+    for k, v in counts.items():
+        print(f"{k:{width}s} {v}")

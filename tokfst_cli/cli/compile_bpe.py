@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from enum import Enum
 from pathlib import Path
@@ -16,7 +15,7 @@ from ..bpe import implicit
 from ..bpe.explicit import explicit_automaton
 from ..bpe.gadgets import canonical_automaton
 from ..errors import InputError
-from .common import progress, refuse_binary_tty, say
+from .common import print_counts, progress, refuse_binary_tty, say
 
 
 class Form(str, Enum):
@@ -66,11 +65,7 @@ def compile_bpe_cmd(
         imp = implicit.from_bytes(data, source=info)
         counts = imp.info()
         counts["bytes"] = len(data)
-        if json_out:
-            print(json.dumps(counts))
-        else:
-            for k, v in counts.items():
-                print(f"{k:20s} {v}")
+        print_counts(counts, json_out)
         return
     if tokenizer is None:
         raise InputError("missing TOKENIZER", "see 'tokfst compile-bpe --help'")

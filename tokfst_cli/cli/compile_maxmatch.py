@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Optional
 
@@ -13,7 +12,7 @@ from ..aho import compiled
 from ..artifacts import fst_bytes, write_bytes
 from ..errors import InputError
 from ..promote import count_arcs
-from .common import progress, refuse_binary_tty, say
+from .common import print_counts, progress, refuse_binary_tty, say
 
 
 def compile_maxmatch_cmd(
@@ -61,11 +60,7 @@ def compile_maxmatch_cmd(
     if info:
         counts = {"tokenizer": model.source, "fingerprint": model.fingerprint, "states": fst.num_states(),
                   "arcs": count_arcs(fst), "bytes": len(data), "seconds": round(elapsed, 3)}
-        if json_out:
-            print(json.dumps(counts))
-        else:
-            for k, v in counts.items():
-                print(f"{k:12s} {v}")
+        print_counts(counts, json_out)
         return
     write_bytes(out, data)
     if out not in (None, "-"):

@@ -24,6 +24,7 @@ from ..bpe.product import materialize
 from ..errors import InputError, LimitError
 from ..promote import count_arcs, promote
 from ..regex import compile_regex
+from ..symbols import token_table
 from .common import MaxStates, progress, say, read_pattern, refuse_binary_tty
 
 
@@ -128,15 +129,17 @@ def promote_cmd(
     with progress("loading tokenizer"):
         model = tokmod.load(tokenizer)
         _check_method(model, canonical, method)
-        lex = lexicon.lexicon(model, cache=not no_cache)
+        maxmatch = canonical and model.family == "wordpiece"  # needs no lexicon transducer T
+        lex = None if maxmatch else lexicon.lexicon(model, cache=not no_cache)
     start = time.perf_counter()
     with progress("promoting"):
         automaton = compile_regex(pattern, max_states=max_states)
-        if canonical and model.family == "wordpiece":
+        if maxmatch:
             fst = _canonical_maxmatch(model, automaton.fst, fmt, method, artifact, max_states, max_arcs, pattern, out)
             if fst is not None:
-                fst.set_input_symbols(lex.output_symbols())
-                fst.set_output_symbols(lex.output_symbols())
+                table = token_table(model)
+                fst.set_input_symbols(table)
+                fst.set_output_symbols(table)
         else:
             fst = promote(model, automaton, lex, max_states=max_states).fst
             if canonical:
