@@ -35,13 +35,19 @@ demo: setup
 test: setup
 	$(BIN)/python -m pytest -q
 
-# The paper's tables and the peer comparison (about an hour); the corpus is Debian's python3.11-doc.
+# Every `tokfst bench` mode (about an hour): promote, canonical BPE and MaxMatch on the real
+# tokenizers (a few minutes), then the paper's tables and the peer comparison (`all`), whose
+# corpus is Debian's python3.11-doc.
 bench: setup
 	@test -d /usr/share/doc/python3.11/html/_sources || \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3.11-doc >/dev/null
 	mkdir -p artifacts/bench
-	$(BIN)/python benchmarks/promote_bench.py --json artifacts/promote_bench.json
-	$(BIN)/python benchmarks/maxmatch_bench.py --json artifacts/maxmatch_bench.json
+	$(BIN)/tokfst bench promote --tokenizer tests/data/llama2.json --tokenizer gpt2 --repeat 7 \
+	  --json artifacts/bench/promote.json -v
+	$(BIN)/tokfst bench canonical --tokenizer tests/data/llama2.json --tokenizer gpt2 --repeat 5 \
+	  --json artifacts/bench/canonical.json -v
+	$(BIN)/tokfst bench maxmatch --tokenizer tests/data/bert-base-uncased.json \
+	  --json artifacts/bench/maxmatch.json -v
 	$(BIN)/tokfst bench all --tokenizer tests/data/llama2.json --tokenizer gpt2 \
 	  --json artifacts/bench/all.json --csv artifacts/bench/all.csv --plot artifacts/bench/all.svg -v
 

@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
-"""Generate the shell completions and the man page from the ``tokfst`` command line.
+"""Generate the shell completions, the man page and README's generated blocks from the code.
 
-    python scripts/gen_docs.py           # (re)write completions/* and man/tokfst.1
+    python scripts/gen_docs.py           # (re)write completions/*, man/tokfst.1, README blocks
     python scripts/gen_docs.py --check   # exit 1, naming the stale files, if any differ
 
 Completions: the installed ``tokfst`` prints typer's completion scripts when run with
 ``_TOKFST_COMPLETE=source_{bash,zsh,fish}`` (typer 0.29 vendors click, so the scripts come from
 typer's own templates). They only call back into ``tokfst`` (found on ``$PATH``) at completion
 time, so they stay correct when options change; they embed no paths.
+
+README.md: the blocks between ``<!-- BEGIN generated: NAME -->`` and ``<!-- END generated: NAME -->``
+are rendered from the code: ``modules`` is the module table (stage, module, the first paragraph of
+its docstring), ``tests`` the count of test files and test functions per directory of tests/.
 
 Man page: ``man/tokfst.1`` is rendered from the click command tree of ``tokfst_cli.cli.app``
 (``typer.main.get_command``): every visible command in registration order with its usage line,
@@ -383,12 +387,97 @@ def render_man(group=None, ctx=None) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
+# README blocks: the module table and the test counts, read off the code
+
+
+README = "README.md"
+STAGE_ORDER = ["Stage A", "Stage P", "Stage S", "Stages S+C", "Stage C"]
+
+
+def _docstring(path: Path) -> str:
+    import ast
+
+    return ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+
+
+def _first_sentence(doc: str) -> str:
+    first = doc.split("\n\n")[0].replace("\n", " ").strip()
+    return first.replace("|", "\\|")
+
+
+def module_rows(package: Path | None = None) -> list[tuple[str, str, str]]:
+    """(stage, module, summary) for every module of tokfst_cli, pipeline order then shared."""
+    package = package or ROOT / "tokfst_cli"
+    rows = []
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(package)
+        if "__pycache__" in rel.parts or path.name == "__main__.py":
+            continue
+        doc = _first_sentence(_docstring(path))
+        stage = next((st for st in sorted(STAGE_ORDER, key=len, reverse=True) if doc.startswith(st)), "")
+        name = str(rel.with_suffix("")).replace("/__init__", "/").replace("__init__", "tokfst_cli")
+        area = rel.parts[0] if len(rel.parts) > 1 else ""
+        rows.append((stage, area, name, doc))
+    rank = {st: i for i, st in enumerate(STAGE_ORDER)}
+    areas = {"": 0, "bpe": 1, "maxmatch": 2, "bench": 3, "cli": 4}
+    rows.sort(key=lambda r: (rank.get(r[0], len(rank)), areas.get(r[1], 9), r[2]))
+    return [(st or ("command line" if area == "cli" else "bench" if area == "bench" else "shared"), name, doc)
+            for st, area, name, doc in rows]
+
+
+def render_modules() -> str:
+    lines = ["| stage | module | what it is (its docstring) |", "| --- | --- | --- |"]
+    lines += [f"| {stage} | `{name}` | {doc} |" for stage, name, doc in module_rows()]
+    return "\n".join(lines)
+
+
+def test_counts(tests: Path | None = None) -> list[tuple[str, int, int]]:
+    """(directory, files, test functions) under tests/, by static reading (parametrized cases count once)."""
+    import ast
+
+    tests = tests or ROOT / "tests"
+    counts: dict[str, list[int]] = {}
+    for path in sorted(tests.rglob("test_*.py")):
+        rel = str(path.parent.relative_to(ROOT))
+        n = sum(1 for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test_"))
+        c = counts.setdefault(rel, [0, 0])
+        c[0] += 1
+        c[1] += n
+    return [(d, f, n) for d, (f, n) in sorted(counts.items())]
+
+
+def render_tests() -> str:
+    rows = test_counts()
+    lines = ["| directory | files | test functions |", "| --- | --- | --- |"]
+    lines += [f"| `{d}/` | {f} | {n} |" for d, f, n in rows]
+    lines.append(f"| all | {sum(r[1] for r in rows)} | {sum(r[2] for r in rows)} |")
+    return "\n".join(lines)
+
+
+BLOCKS = {"modules": render_modules, "tests": render_tests}
+
+
+def render_readme(text: str) -> str:
+    """README.md with every ``<!-- BEGIN generated: NAME -->`` block rendered afresh."""
+    import re
+
+    for name, render in BLOCKS.items():
+        pattern = re.compile(rf"(<!-- BEGIN generated: {name} [^>]*-->\n)(?:.*?\n)?(<!-- END generated: {name} -->)", re.S)
+        if not pattern.search(text):
+            raise SystemExit(f"gen_docs: README.md has no generated block {name!r}")
+        text = pattern.sub(lambda m: m.group(1) + render() + "\n" + m.group(2), text)
+    return text
+
+
+# ---------------------------------------------------------------------------------------------
 
 
 def render_all() -> dict[str, str]:
     """Every generated file: path relative to the repository root -> text."""
     files = {path: completion_script(shell) for path, shell in COMPLETIONS.items()}
     files[MAN_PAGE] = render_man()
+    files[README] = render_readme((ROOT / README).read_text(encoding="utf-8"))
     return files
 
 

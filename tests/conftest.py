@@ -1,17 +1,38 @@
+"""Shared fixtures: the real tokenizers (``tokenizer``), a private artifact cache, a colour-free env.
+
+The real tokenizers (GPT-2, bundled with the package; Llama-2 and BERT, copied into tests/data)
+are loaded once per session and shared by every test::
+
+    def test_x(tokenizer):
+        model = tokenizer("bert")          # the TokenizerModel
+        lex = tokenizer.lexicon("bert")    # its lexicon transducer T
+        hf = tokenizer.hf("bert")          # Hugging Face's Tokenizer (shared: do not reconfigure it
+                                           # except with no_padding()/no_truncation())
+        path = tokenizer.path("bert")      # the tokenizer.json
+        arg = tokenizer.arg("gpt2")        # TOKENIZER as given on the command line ("gpt2": bundled)
+
+Module-level helpers that cannot take a fixture use :func:`real` (the same objects) and
+:func:`words100`. The command line is run through :mod:`tests.runner`.
+"""
+
 from __future__ import annotations
 
 import os
 import sys
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 
+import pynini
 import pytest
 from tokenizers import Tokenizer
 
-from tokfst_cli import lexicon, tokenizer
+from tokfst_cli import lexicon, tokenizer as tokmod
+from tokfst_cli.tokenizer import TokenizerModel
+
+from .runner import COLOR_VARS
 
 DATA = Path(__file__).parent / "data"
-PACKAGE_DATA = Path(tokenizer.__file__).parent / "data"
+PACKAGE_DATA = Path(tokmod.__file__).parent / "data"
 TOKENIZERS = {
     "gpt2": PACKAGE_DATA / "gpt2.json",  # bundled with the package; not copied twice
     "llama2": DATA / "llama2.json",
@@ -19,7 +40,8 @@ TOKENIZERS = {
 }
 
 
-# Subprocess tests run the `tokfst` installed beside this interpreter, activated venv or not.
+# Whatever calls `tokfst` by name (bash completion in test_docs.py) finds the one beside this
+# interpreter, activated venv or not; tests/runner.py runs it by its full path.
 os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
 
 
@@ -30,12 +52,62 @@ def _private_cache(tmp_path_factory):
     yield
 
 
-@lru_cache(maxsize=None)
+@pytest.fixture
+def no_color(monkeypatch):
+    """This process's environment without colour settings (as runner.make_env gives subprocesses)."""
+    for var in COLOR_VARS:
+        monkeypatch.delenv(var, raising=False)
+
+
+class Tokenizers:
+    """The real tokenizers by name, each part loaded on first use and kept for the session."""
+
+    names = tuple(TOKENIZERS)
+
+    def __call__(self, name: str) -> TokenizerModel:
+        return _model(name)
+
+    def lexicon(self, name: str) -> pynini.Fst:
+        return _lexicon(name)
+
+    def hf(self, name: str) -> Tokenizer:
+        return _hf(name)
+
+    def path(self, name: str) -> Path:
+        return TOKENIZERS[name]
+
+    def arg(self, name: str) -> str:
+        """The TOKENIZER argument of the command line: the bundled name, else the file."""
+        return name if name in tokmod.BUNDLED else str(TOKENIZERS[name])
+
+
+@cache
+def _model(name: str) -> TokenizerModel:
+    return tokmod.load(str(TOKENIZERS[name]))
+
+
+@cache
+def _lexicon(name: str) -> pynini.Fst:
+    return lexicon.build(_model(name))
+
+
+@cache
+def _hf(name: str) -> Tokenizer:
+    return Tokenizer.from_file(str(TOKENIZERS[name]))
+
+
+TOKENIZER = Tokenizers()
+
+
+@pytest.fixture(scope="session")
+def tokenizer() -> Tokenizers:
+    """``tokenizer(name)`` -> TokenizerModel; ``.lexicon``, ``.hf``, ``.path``, ``.arg`` (see above)."""
+    return TOKENIZER
+
+
 def real(name: str):
-    """(TokenizerModel, lexicon T, HF Tokenizer) for a real tokenizer, loaded once per session."""
-    path = str(TOKENIZERS[name])
-    model = tokenizer.load(path)
-    return model, lexicon.build(model), Tokenizer.from_file(path)
+    """(TokenizerModel, lexicon T, HF Tokenizer) for a real tokenizer: the ``tokenizer`` fixture's objects."""
+    return _model(name), _lexicon(name), _hf(name)
 
 
 @lru_cache(maxsize=1)

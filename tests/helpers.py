@@ -8,15 +8,10 @@ import re
 import pynini
 from tokenizers import Tokenizer
 
+from tokfst_cli.catalogue import FOUNDATION
 from tokfst_cli.tokenizer import SPACE_MARK, TokenizerModel, bytes_to_unicode
 
-SIX_REGEXES = {
-    "decimal": r"([0-9]+)?\.[0-9]+",
-    "json": r'\{"name":("John"|"Paul"),"age":(20|30)\}',
-    "date": r"[0-9]{4}-[0-9]{2}-[0-9]{2}",
-    "email": r"[a-z0-9._%+-]+@[a-z0-9.-]+\.[a-z]{2,6}",
-    "cities": r"(Cologne|Berlin|Bonn|Munich)",
-}
+SIX_REGEXES = dict(FOUNDATION)  # the five fixed ones; add_words_regex adds the sixth
 
 
 def add_words_regex(regexes: dict[str, str], words: list[str]) -> dict[str, str]:
@@ -183,3 +178,10 @@ def fullmatch(pattern: str, data: bytes) -> bool:
     except UnicodeDecodeError:
         return False
     return re.fullmatch(pattern, text) is not None
+
+
+def svg_texts(data: bytes) -> list[str]:
+    """The text elements of an SVG document (what a drawing shows)."""
+    import xml.etree.ElementTree as ET
+
+    return [t.text or "" for t in ET.fromstring(data).iter("{http://www.w3.org/2000/svg}text")]

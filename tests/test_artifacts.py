@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-
 import numpy as np
 import pynini
 import pytest
@@ -12,6 +10,8 @@ from hypothesis import strategies as st
 
 from tokfst_cli.artifacts import fst_from_arrays, pack, unpack
 from tokfst_cli.errors import InputError
+
+from .runner import tool
 
 
 @given(st.integers(1, 30), st.lists(st.tuples(st.integers(0, 29), st.integers(1, 70000), st.integers(0, 29)),
@@ -42,8 +42,8 @@ def test_bulk_fst_is_read_by_openfst_tools(tmp_path):
                         np.array([5, 6, 7]), np.array([1, 2, 0]))
     path = tmp_path / "b.fst"
     f.write(str(path))
-    out = subprocess.run(["fstinfo", str(path)], capture_output=True, text=True)
-    assert out.returncode == 0 and "# of arcs                                         3" in out.stdout
+    out = tool("fstinfo", path)
+    assert out.returncode == 0 and "# of arcs                                         3" in out.stdout.decode()
 
 
 def test_container_refuses_damage():

@@ -1,31 +1,21 @@
-"""``tokfst draw`` and ``tokfst_cli.draw``: seed 000 Fig. 3 panels, folding, labels, errors."""
+"""``tokfst_cli.draw``: seed 000 Fig. 3 and Fig. 4 panels, folding, labels (``tokfst draw``: cli/test_draw.py)."""
 
 from __future__ import annotations
 
 import itertools
-import os
 import re
-import shutil
 import subprocess
-import sys
-import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import pynini
 import pytest
 
 from tokfst_cli import draw
 
+from .helpers import svg_texts
+
 PATTERN = "abaabcc"
 VOCAB = ["a", "b", "c", "ab", "abc", "bc"]
-SVG_TEXT = "{http://www.w3.org/2000/svg}text"
 DOT = "/usr/bin/dot"
-
-
-def tokfst(*args: str, stdin: bytes | None = None, env: dict | None = None,
-           cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tokfst_cli", *args], input=stdin, capture_output=True,
-                          env=env, cwd=cwd, timeout=60)
 
 
 def segmentations(text: str, pieces: list[str]) -> set[tuple[str, ...]]:
@@ -49,10 +39,6 @@ def paths(fst: pynini.Fst) -> set[tuple[str, ...]]:
 
     walk(fst.start(), ())
     return out
-
-
-def svg_texts(data: bytes) -> list[str]:
-    return [t.text or "" for t in ET.fromstring(data).iter(SVG_TEXT)]
 
 
 def edge_labels(src: str) -> list[str]:
@@ -98,16 +84,6 @@ def test_fig3_panels_a_to_d(panels):
     assert "rankdir=LR" in dot_a and dot_a.count("doublecircle") == 1
     assert 'label="a:ε"' in dot_b and "c:abc" in dot_b  # transducers: in:out
     assert "ε" in edge_labels(dot_d) and not any(":" in lab for lab in edge_labels(dot_d))  # acceptor
-
-
-def test_fig3_cli_writes_five_svg_panels(tmp_path):
-    r = tokfst("draw", "-e", PATTERN, "--vocab", ",".join(VOCAB), "--stages", str(tmp_path / "fig3.svg"))
-    assert r.returncode == 0, r.stderr
-    assert sorted(p.name for p in tmp_path.iterdir()) == [f"fig3-{k}.svg" for k in "abcde"]
-    texts = {k: svg_texts((tmp_path / f"fig3-{k}.svg").read_bytes()) for k in "abcde"}
-    assert set(VOCAB) <= set(texts["e"]) and "ε" not in texts["e"]
-    assert "ε" in texts["d"] and "b:ab" in texts["c"] and "c:bc" in texts["b"]
-    assert any("MIN(PROJ(A" in t for t in texts["e"]) and any(t.startswith("(a)") for t in texts["a"])
 
 
 # --- seed 000 Fig. 4 -------------------------------------------------------------------------
@@ -185,26 +161,7 @@ def test_fig4_red_edges_are_exactly_the_non_greedy_arcs(fig4):
         assert (key == "e") == ("color=red" in src)
 
 
-def test_fig4_cli_writes_five_svg_panels(tmp_path):
-    r = tokfst("draw", "-e", "a(a|b)*b", "--vocab", ",".join(FIG4_VOCAB), "--maxmatch", "--stages",
-               str(tmp_path / "fig4.svg"))
-    assert r.returncode == 0, r.stderr
-    assert sorted(p.name for p in tmp_path.iterdir()) == [f"fig4-{k}.svg" for k in "abcde"]
-    texts = {k: svg_texts((tmp_path / f"fig4-{k}.svg").read_bytes()) for k in "abcde"}
-    assert "φ:ab" in texts["b"] and "a:aa, b:ab" in texts["c"] and "a" not in texts["d"]  # "a" is never greedy
-    assert any(t.startswith("(d) MIN(PROJ(A") for t in texts["d"]) and "a" in texts["e"]
-    assert 'stroke="red"' in (tmp_path / "fig4-e.svg").read_text()
-
-
-def test_maxmatch_single_drawings():
-    r = tokfst("draw", "--vocab", "a,b,aa,ab", "--maxmatch")
-    assert r.returncode == 0 and "φ:aa" in r.stdout.decode(), r.stderr
-    r = tokfst("draw", "-e", "aab", "--vocab", "a,b,aa,ab", "--maxmatch")
-    assert r.returncode == 0, r.stderr
-    assert re.findall(r'label=(\w+)\]', r.stdout.decode()) == ["aa", "b"]  # greedy: aa.b, not a.ab
-
-
-# --- folding, GPT-2, stdin -------------------------------------------------------------------
+# --- folding -------------------------------------------------------------------------------
 
 def test_max_arcs_folds_the_rest_of_a_state():
     f = pynini.Fst()
@@ -221,22 +178,6 @@ def test_max_arcs_folds_the_rest_of_a_state():
     assert "+" not in draw.to_dot(f, max_arcs=20)
 
 
-def test_gpt2_promoted_fst_with_max_arcs_and_stdin(tmp_path):
-    fst_path = tmp_path / "date.fst"
-    r = tokfst("promote", "gpt2", "--no-cache", "-e", "[0-9]{4}-[0-9]{2}", str(fst_path))
-    assert r.returncode == 0, r.stderr
-    fst = pynini.Fst.read(str(fst_path))
-    r = tokfst("draw", "-", "--max-arcs", "5", stdin=fst_path.read_bytes())
-    assert r.returncode == 0, r.stderr
-    src = r.stdout.decode("utf-8")
-    assert src.startswith("digraph") and "doublecircle" in src
-    assert f"+{fst.num_arcs(fst.start()) - 5} more" in src
-    assert "more" in src and '[label="-"]' in src  # GPT-2's "-" token, by name
-    r = tokfst("draw", str(fst_path), str(tmp_path / "date.png"), "--max-arcs", "5")
-    assert r.returncode == 0, r.stderr
-    assert (tmp_path / "date.png").read_bytes().startswith(b"\x89PNG")
-
-
 # --- labels ----------------------------------------------------------------------------------
 
 def test_labels_are_escaped_and_compile_with_dot():
@@ -248,36 +189,3 @@ def test_labels_are_escaped_and_compile_with_dot():
                   'quote " and <b>']:
         assert shown in texts, shown
     assert "\\xe2:ε" in texts  # non-ASCII bytes of a plain vocabulary as escapes
-
-
-# --- errors ----------------------------------------------------------------------------------
-
-def test_non_fst_input_is_a_one_line_usage_error(tmp_path):
-    bad = tmp_path / "bad.fst"
-    bad.write_text("not an fst\n")
-    r = tokfst("draw", str(bad), str(tmp_path / "out.svg"))
-    assert r.returncode == 2
-    lines = r.stderr.decode().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("tokfst: error:") and "Traceback" not in r.stderr.decode()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.fst"]
-
-
-@pytest.mark.parametrize("args", [
-    ["-e", "ab", "--stages", "x.svg"],  # --stages without --vocab
-    ["-e", "ab", "--vocab", "a,b", "--stages"],  # --stages without OUT
-    ["-e", "ab", "in.fst", "out.dot"],  # IN together with -e
-    ["-e", "ab", "--maxmatch"],  # --maxmatch without --vocab
-    [],  # nothing to draw
-])
-def test_usage_errors_exit_2(tmp_path, args):
-    r = tokfst("draw", *args, cwd=tmp_path)
-    assert r.returncode == 2 and len(r.stderr.decode().splitlines()) == 1, r.stderr
-    assert list(tmp_path.iterdir()) == []
-
-
-def test_missing_dot_binary_names_the_debian_package(tmp_path):
-    env = dict(os.environ, PATH=str(tmp_path / "empty"))
-    assert shutil.which("dot", path=env["PATH"]) is None
-    r = tokfst("draw", "-e", PATTERN, "--vocab", ",".join(VOCAB), "--stages", str(tmp_path / "f.png"), env=env)
-    assert r.returncode == 1 and "graphviz" in r.stderr.decode()
-    assert list(tmp_path.iterdir()) == []  # nothing half-written

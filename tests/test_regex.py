@@ -143,6 +143,7 @@ def test_empty_language_is_reported():
 
 
 def test_state_limit_stops_a_blow_up():
-    with pytest.raises(LimitError, match="max-states"):
+    with pytest.raises(LimitError, match="max_states") as e:
         compile_regex(r"(a|b)*a(a|b){16}", max_states=5000)
+    assert (e.value.limit, e.value.bound) == ("max_states", 5000) and e.value.stage.startswith("the byte automaton")
     assert compile_regex(r"(a|b)*a(a|b){4}", max_states=5000).fst.num_states() == 32

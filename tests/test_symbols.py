@@ -9,7 +9,6 @@ survive ``fstprint`` -> ``fstcompile`` unchanged (checked with OpenFst's own ``f
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 
 import pytest
@@ -21,7 +20,7 @@ from tokfst_cli.promote import promote
 from tokfst_cli.regex import compile_regex
 from tokfst_cli.tokenizer import from_json
 
-from .conftest import real
+from .runner import tool
 
 # Every code point Python calls whitespace (computed, not listed by hand).
 WHITESPACE = [chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace()]
@@ -83,8 +82,8 @@ def test_escape_is_injective_on_all_single_characters():
 
 
 @pytest.mark.parametrize("name", ["gpt2", "llama2", "bert"])
-def test_real_vocabularies_round_trip_and_name_uniquely(name):
-    model, _, _ = real(name)
+def test_real_vocabularies_round_trip_and_name_uniquely(tokenizer, name):
+    model = tokenizer(name)
     table = symbols.token_table(model)
     seen = set()
     for tid, tok in enumerate(model.tokens):
@@ -117,10 +116,6 @@ def odd_promoted(tmp_path_factory):
     return model, result.fst, d, path
 
 
-def _run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(list(args), capture_output=True, timeout=60)
-
-
 def test_odd_tokens_all_appear_in_the_promoted_fst(odd_promoted):
     model, fst, _, _ = odd_promoted
     labels = {arc.ilabel for s in fst.states() for arc in fst.arcs(s)}
@@ -132,7 +127,7 @@ def test_odd_tokens_all_appear_in_the_promoted_fst(odd_promoted):
 def test_fstprint_fstcompile_round_trip(odd_promoted, acceptor):
     model, fst, d, path = odd_promoted
     syms = d / "tokens.syms"
-    r = _run("fstsymbols", f"--save_isymbols={syms}", str(path), str(d / "ignored.fst"))
+    r = tool("fstsymbols", f"--save_isymbols={syms}", str(path), str(d / "ignored.fst"))
     assert r.returncode == 0, r.stderr
     # The exported table names every token by its escaped, blank-free name.
     lines = syms.read_text(encoding="utf-8").splitlines()
@@ -147,7 +142,7 @@ def test_fstprint_fstcompile_round_trip(odd_promoted, acceptor):
         i + 1: t for i, t in enumerate(model.tokens)}
 
     flag = ["--acceptor"] if acceptor else []
-    printed = _run("fstprint", *flag, str(path))
+    printed = tool("fstprint", *flag, str(path))
     assert printed.returncode == 0, printed.stderr
     text = printed.stdout.decode("utf-8")
     # Every line is a final state (1 field) or an arc with 3 (acceptor) or 4 fields: no name
@@ -157,15 +152,15 @@ def test_fstprint_fstcompile_round_trip(odd_promoted, acceptor):
     (d / "odd.txt").write_text(text, encoding="utf-8")
     osyms = [] if acceptor else [f"--osymbols={syms}"]
     back = d / f"back-{acceptor}.fst"
-    r = _run("fstcompile", *flag, f"--isymbols={syms}", *osyms, "--keep_isymbols", "--keep_osymbols",
+    r = tool("fstcompile", *flag, f"--isymbols={syms}", *osyms, "--keep_isymbols", "--keep_osymbols",
              str(d / "odd.txt"), str(back))
     assert r.returncode == 0, r.stderr
-    r = _run("fstequal", str(path), str(back))
+    r = tool("fstequal", str(path), str(back))
     assert r.returncode == 0, r.stderr
 
     # fstequal ignores symbol tables: compare the kept input table too.
     back_syms = d / f"back-{acceptor}.syms"
-    r = _run("fstsymbols", f"--save_isymbols={back_syms}", str(back), str(d / "ignored2.fst"))
+    r = tool("fstsymbols", f"--save_isymbols={back_syms}", str(back), str(d / "ignored2.fst"))
     assert r.returncode == 0, r.stderr
     assert back_syms.read_text(encoding="utf-8").splitlines() == lines
 
@@ -175,9 +170,9 @@ def test_fstprint_fstcompile_round_trip(odd_promoted, acceptor):
     cut = d / "cut.txt"
     cut.write_text("\n".join(ln for ln in text.splitlines() if ln != arc_lines[-1]) + "\n", encoding="utf-8")
     cut_fst = d / "cut.fst"
-    r = _run("fstcompile", *flag, f"--isymbols={syms}", *osyms, str(cut), str(cut_fst))
+    r = tool("fstcompile", *flag, f"--isymbols={syms}", *osyms, str(cut), str(cut_fst))
     assert r.returncode == 0, r.stderr
-    assert _run("fstequal", str(path), str(cut_fst)).returncode != 0
+    assert tool("fstequal", str(path), str(cut_fst)).returncode != 0
 
 
 def test_token_names_are_unique_with_id_gaps(tmp_path):
@@ -191,4 +186,4 @@ def test_token_names_are_unique_with_id_gaps(tmp_path):
     # The consequence: an automaton using the token cannot be printed.
     fst = promote(model, compile_regex("a<no-token-1>"), lexicon.build(model)).fst
     fst.write(str(tmp_path / "gap.fst"))
-    assert _run("fstprint", str(tmp_path / "gap.fst")).returncode == 0
+    assert tool("fstprint", str(tmp_path / "gap.fst")).returncode == 0

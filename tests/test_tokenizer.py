@@ -20,7 +20,7 @@ from tokfst_cli import tokenizer as tokmod
 from tokfst_cli.errors import InputError
 from tokfst_cli.tokenizer import SPACE_MARK
 
-from .conftest import PACKAGE_DATA, TOKENIZERS, real, words100
+from .conftest import PACKAGE_DATA, TOKENIZERS, words100
 from .helpers import hf_model_ids
 
 HYPO = settings(deadline=None, max_examples=100, suppress_health_check=[HealthCheck.too_slow])
@@ -60,16 +60,16 @@ def _spell(model, ids: list[int]) -> bytes:
 
 @HYPO
 @given(any_text)
-def test_gpt2_hf_ids_spell_the_text(text):
-    model, _, hf = real("gpt2")
+def test_gpt2_hf_ids_spell_the_text(tokenizer, text):
+    model, hf = tokenizer("gpt2"), tokenizer.hf("gpt2")
     ids = hf_model_ids(hf, model, text)
     assert _spell(model, ids) == text.encode("utf-8")
 
 
 @HYPO
 @given(sp_text)
-def test_llama2_hf_ids_spell_the_text(text):
-    model, _, hf = real("llama2")
+def test_llama2_hf_ids_spell_the_text(tokenizer, text):
+    model, hf = tokenizer("llama2"), tokenizer.hf("llama2")
     ids = hf_model_ids(hf, model, text)
     assert model.token_id("<unk>") not in ids
     assert _spell(model, ids) == text.encode("utf-8")
@@ -97,16 +97,16 @@ bert_text = st.text(alphabet=st.one_of(
 
 @HYPO
 @given(bert_text)
-def test_bert_wordpiece_pieces_spell_each_pre_token(text):
-    model, _, hf = real("bert")
+def test_bert_wordpiece_pieces_spell_each_pre_token(tokenizer, text):
+    model, hf = tokenizer("bert"), tokenizer.hf("bert")
     normalized = hf.normalizer.normalize_str(text)
     for word, _ in hf.pre_tokenizer.pre_tokenize_str(normalized):
         _check_wordpiece_word(model, hf, word)
 
 
-def test_bert_spells_real_words_without_unk():
+def test_bert_spells_real_words_without_unk(tokenizer):
     # Deterministic companion of the property above: none of these may be skipped as [UNK].
-    model, _, hf = real("bert")
+    model, hf = tokenizer("bert"), tokenizer.hf("bert")
     words = words100() + ["unaffable", "tokenization", "électricité".lower(), "東京"]
     checked = 0
     for text in words:
@@ -119,16 +119,16 @@ def test_bert_spells_real_words_without_unk():
 
 
 @pytest.mark.parametrize("name", ["gpt2", "llama2", "bert"])
-def test_vocab_size_and_tokens_match_hf(name):
-    model, _, hf = real(name)
+def test_vocab_size_and_tokens_match_hf(tokenizer, name):
+    model, hf = tokenizer(name), tokenizer.hf(name)
     assert model.vocab_size == hf.get_vocab_size()
     vocab = hf.get_vocab()
     assert {t: i for i, t in enumerate(model.tokens)} == vocab
 
 
 @pytest.mark.parametrize("name", ["gpt2", "llama2", "bert"])
-def test_added_tokens_have_no_surface_and_are_the_only_ones(name):
-    model, _, hf = real(name)
+def test_added_tokens_have_no_surface_and_are_the_only_ones(tokenizer, name):
+    model, hf = tokenizer(name), tokenizer.hf(name)
     added = set(hf.get_added_tokens_decoder())
     assert added, "every real tokenizer here has special tokens"
     assert model.special_ids == added
@@ -136,8 +136,8 @@ def test_added_tokens_have_no_surface_and_are_the_only_ones(name):
     assert all(i not in added for i, _ in model.lexicon_items())
 
 
-def test_llama2_byte_fallback_tokens_are_single_bytes():
-    model, _, hf = real("llama2")
+def test_llama2_byte_fallback_tokens_are_single_bytes(tokenizer):
+    model, hf = tokenizer("llama2"), tokenizer.hf("llama2")
     byte_tokens = {tok: i for tok, i in hf.get_vocab().items() if re.fullmatch(r"<0x[0-9A-F]{2}>", tok)}
     assert len(byte_tokens) == 256
     a = hf.token_to_id("a")
@@ -150,14 +150,14 @@ def test_llama2_byte_fallback_tokens_are_single_bytes():
 
 
 @pytest.mark.parametrize("name", ["gpt2", "llama2"])
-def test_every_single_byte_is_a_surface(name):
-    model, _, _ = real(name)
+def test_every_single_byte_is_a_surface(tokenizer, name):
+    model = tokenizer(name)
     singles = {s for s in model.surfaces if s is not None and len(s) == 1}
     assert singles == {bytes([b]) for b in range(256)}
 
 
-def test_bert_surfaces_strip_the_continuation_prefix():
-    model, _, hf = real("bert")
+def test_bert_surfaces_strip_the_continuation_prefix(tokenizer):
+    model, hf = tokenizer("bert"), tokenizer.hf("bert")
     prefix = hf.model.continuing_subword_prefix
     for tok, i in hf.get_vocab().items():
         if i in model.special_ids:
@@ -190,8 +190,8 @@ def test_string_and_list_merges_give_the_same_model(llama_json):
     assert len(a.merges) == len(strings)
 
 
-def test_merge_ranks_are_hf_ranks(llama_json):
-    model, _, hf = real("llama2")
+def test_merge_ranks_are_hf_ranks(tokenizer, llama_json):
+    model, hf = tokenizer("llama2"), tokenizer.hf("llama2")
     # HF re-serializes the merges it loaded, in rank order, as [a, b] pairs.
     hf_merges = json.loads(hf.to_str())["model"]["merges"]
     vocab = hf.get_vocab()
@@ -321,8 +321,8 @@ def test_fingerprint_is_stable_across_reloads_and_formatting(tmp_path, trained_j
     assert fa == fa2 == fb
 
 
-def test_bundled_fingerprint_is_stable():
-    assert tokmod.load("gpt2").fingerprint == tokmod.load(str(TOKENIZERS["gpt2"])).fingerprint == real("gpt2")[0].fingerprint
+def test_bundled_fingerprint_is_stable(tokenizer):
+    assert tokmod.load("gpt2").fingerprint == tokmod.load(str(TOKENIZERS["gpt2"])).fingerprint == tokenizer("gpt2").fingerprint
 
 
 def test_fingerprint_changes_with_one_merge_or_vocab_entry(trained_json):
@@ -394,8 +394,8 @@ def test_bpe_options_are_read():
 
 
 @pytest.mark.parametrize("name", ["gpt2", "llama2"])
-def test_real_bpe_options_match_hf(name):
-    model, _, hf = real(name)
+def test_real_bpe_options_match_hf(tokenizer, name):
+    model, hf = tokenizer(name), tokenizer.hf(name)
     for key in ("unk_token", "fuse_unk", "byte_fallback", "continuing_subword_prefix", "end_of_word_suffix"):
         assert model.options[key] == getattr(hf.model, key), key
     assert bool(model.options["ignore_merges"]) == hf.model.ignore_merges

@@ -1,4 +1,4 @@
-"""Reading and writing files: atomic writes, the on-disk cache, OpenFst files (DESIGN.md, ``artifacts``).
+"""Reading and writing every stage's outputs: atomic writes, the on-disk cache, OpenFst files, containers.
 
 Nothing is ever half-written: data goes to a temporary file beside the target and is renamed
 into place. Cached artifacts live under ``$XDG_CACHE_HOME/tokfst`` (``TOKFST_CACHE`` overrides)
@@ -139,22 +139,35 @@ def pack(magic: bytes, header: dict, body: bytes) -> bytes:
     return magic + struct.pack("<I", len(h)) + h + body
 
 
-def unpack(data: bytes, magic: bytes, fmt: str, version: int, source: str, fix: str) -> tuple[dict, bytes]:
+def read_artifact(path: str, hint: str | None = None) -> bytes:
+    """An artifact's bytes; InputError naming the path when it cannot be read."""
+    try:
+        return Path(path).read_bytes()
+    except OSError as e:
+        raise InputError(f"cannot read {path}: {e.strerror or e}", "give a readable artifact file",
+                         hint=hint) from None
+
+
+def unpack(data: bytes, magic: bytes, fmt: str, version: int, source: str, fix: str,
+           hint: str | None = None) -> tuple[dict, bytes]:
     """Header and body of a container; InputError for another format, a damaged or truncated file."""
+    def error(message: str) -> InputError:
+        return InputError(message, fix, hint=hint)
+
     if not data.startswith(magic) or len(data) < len(magic) + 4:
-        raise InputError(f"{source} is not a {fmt} file", fix)
+        raise error(f"{source} is not a {fmt} file")
     (hlen,) = struct.unpack_from("<I", data, len(magic))
     start = len(magic) + 4
     try:
         header = json.loads(data[start:start + hlen])
     except (ValueError, UnicodeDecodeError):
-        raise InputError(f"{source} has a damaged header (truncated?)", fix) from None
+        raise error(f"{source} has a damaged header (truncated?)") from None
     if header.get("format") != fmt or header.get("version") != version:
-        raise InputError(f"{source} has format {header.get('format')} v{header.get('version')}, "
-                         f"expected {fmt} v{version}", fix)
+        raise error(f"{source} has format {header.get('format')} v{header.get('version')}, "
+                    f"expected {fmt} v{version}")
     body = data[start + hlen:]
     if hashlib.sha256(body).hexdigest() != header.get("sha256"):
-        raise InputError(f"{source} is truncated or damaged (checksum mismatch)", fix)
+        raise error(f"{source} is truncated or damaged (checksum mismatch)")
     return header, body
 
 

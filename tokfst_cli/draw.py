@@ -1,4 +1,4 @@
-"""Drawings of automata with Graphviz (seed 000 Figs. 3 and 4; DESIGN.md, ``tokfst draw``).
+"""Drawings of the pipeline's automata with Graphviz (seed 000 Figs. 3 and 4: A, T, A o T, S).
 
 ``to_dot`` turns any Fst into dot source: states left to right in id order, an arrow into the
 start state, finals as double circles, arc labels from the embedded symbol tables (``in:out``
@@ -19,7 +19,8 @@ import pynini
 
 from . import lexicon
 from .errors import InputError, TokfstError
-from .maxmatch import UNKSYM, Tries, maxmatch_transducer
+from .maxmatch.taho import Tries, maxmatch_transducer
+from .symbols import UNKSYM
 from .promote import promote
 from .regex import compile_regex
 from .symbols import byte_table, token_table
@@ -92,7 +93,7 @@ def to_dot(fst: pynini.Fst, title: str | None = None, max_arcs: int = 12,
     they never share an edge with other arcs.
     """
     if max_arcs < 1:
-        raise InputError(f"--max-arcs must be at least 1, not {max_arcs}", "give --max-arcs 1 or more")
+        raise InputError(f"max_arcs must be at least 1, not {max_arcs}", "draw at least one arc per state")
     one = str(pynini.Weight.one(fst.weight_type()))
     zero = str(pynini.Weight.zero(fst.weight_type()))
     iname, oname = _namer(fst.input_symbols()), _namer(fst.output_symbols())
@@ -150,12 +151,12 @@ def render(dot_source: str, fmt: str) -> bytes:
         return graphviz.Source(dot_source).pipe(format=fmt)
     except graphviz.ExecutableNotFound:
         raise TokfstError("Graphviz's 'dot' program was not found on PATH",
-                          "install Debian's graphviz package (apt-get install graphviz) or use --format dot"
-                          ) from None
+                          "install Debian's graphviz package (apt-get install graphviz) or draw dot",
+                          hint="graphviz") from None
     except graphviz.CalledProcessError as e:
         detail = (e.stderr or b"").decode("utf-8", "replace").strip().splitlines()
         raise TokfstError(f"Graphviz's dot failed to render {fmt}: {detail[0] if detail else e}",
-                          "use --format dot to inspect the source") from None
+                          "draw dot to inspect the source", hint="draw-format") from None
 
 
 def parse_vocab(text: str) -> list[str]:
@@ -190,7 +191,7 @@ def aho_phi_form(pieces: list[str]) -> pynini.Fst:
     """T_Aho of a plain vocabulary as seed 000 Alg. 8 draws it: trie arcs c:ε, failure arcs φ:w.
 
     Every piece serves at every position (no "##"; the shared
-    :class:`~tokfst_cli.maxmatch.Tries`). A node's failure pops F(v) are a chain of φ arcs
+    :class:`~tokfst_cli.maxmatch.taho.Tries`). A node's failure pops F(v) are a chain of φ arcs
     ending at f(v); the root is the start and the only final state (Fig. 4b). The φ label
     (``PHI_LABEL``) only exists for drawing: pynini cannot compose with it.
     """

@@ -1,6 +1,14 @@
-"""Errors that the command line turns into one-line messages and exit codes."""
+"""Library errors: each carries its data; the command line words it (``cli.errors``).
+
+The library never names a command-line flag. A :class:`LimitError` says which limit (the
+library parameter, e.g. ``max_states``), its bound, the size reached and the stage; the CLI
+turns that into ``--max-states N`` and a hint. Other errors may carry a ``hint`` key that the
+CLI looks up to add a command-line remedy; ``fix`` is the remedy in library terms.
+"""
 
 from __future__ import annotations
+
+from typing import Any, Callable
 
 
 class TokfstError(Exception):
@@ -8,13 +16,20 @@ class TokfstError(Exception):
 
     exit_code = 1
 
-    def __init__(self, message: str, fix: str | None = None):
+    def __init__(self, message: str, fix: str | None = None, *, hint: str | None = None, **data: Any):
         super().__init__(message)
         self.fix = fix
+        self.hint = hint
+        self.data = data
 
-    def one_line(self) -> str:
-        msg = str(self).replace("\n", " ")
-        return f"{msg}; {self.fix}" if self.fix else msg
+    def message(self, option: Callable[[str], str] = lambda name: name) -> str:
+        """The message, with limits named by ``option`` (the CLI passes its flag names)."""
+        return str(self).replace("\n", " ")
+
+    def one_line(self, option: Callable[[str], str] = lambda name: name, fix: str | None = None) -> str:
+        msg = self.message(option)
+        fix = fix if fix is not None else self.fix
+        return f"{msg}; {fix}" if fix else msg
 
 
 class InputError(TokfstError):
@@ -24,8 +39,40 @@ class InputError(TokfstError):
 
 
 class LimitError(TokfstError):
-    """An explicit size limit (``--max-states``) was exceeded (exit 1)."""
+    """A size limit was reached (exit 1).
+
+    ``stage`` names what was being built, ``limit`` the parameter (``max_states``,
+    ``max_arcs``), ``bound`` its value, ``value`` the size reached (None when the
+    construction stopped on passing the bound), ``remedy`` a key for the way out
+    (``factorized``, ``product``, ``implicit``, ``simplify``, ``vocabulary`` or None).
+    """
+
+    UNITS = {"max_states": "states", "max_arcs": "arcs"}
+
+    def __init__(self, stage: str, limit: str, bound: int, value: int | None = None,
+                 remedy: str | None = None, unit: str | None = None):
+        self.stage, self.limit, self.bound, self.value, self.remedy = stage, limit, bound, value, remedy
+        self.unit = unit or self.UNITS.get(limit, "units")
+        super().__init__(self.message(), None, hint=remedy, stage=stage, limit=limit, bound=bound, value=value)
+
+    def with_remedy(self, remedy: str) -> "LimitError":
+        """The same limit, with another way out."""
+        return LimitError(self.stage, self.limit, self.bound, self.value, remedy, self.unit)
+
+    def message(self, option: Callable[[str], str] = lambda name: name) -> str:
+        name = option(self.limit)
+        if self.value is None:
+            return f"{self.stage} needs more than {name} {self.bound} {self.unit}"
+        return f"{self.stage} has {self.value} {self.unit} (> {name} {self.bound})"
 
 
 class EmptyLanguageError(TokfstError):
     """The requested automaton accepts nothing (exit 1)."""
+
+
+class DisallowedTokenError(TokfstError, ValueError):
+    """``advance(state, token)`` with a token the constraint does not allow there."""
+
+    def __init__(self, token: int, state: Any):
+        super().__init__(f"token {token} is not allowed in state {state}", token=token, state=state)
+        self.token, self.state = token, state

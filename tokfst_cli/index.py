@@ -1,4 +1,4 @@
-"""The state -> allowed-token index of a token acceptor, with coalescence (seed 003).
+"""Output of stages S/C for decoders: the state -> allowed-token index, with coalescence (seed 003).
 
 States with the same set of allowed tokens share one mask ("coalescence"); a state with a
 single allowed token can be advanced without calling the model (seed 000 Sec. 7).

@@ -1,4 +1,4 @@
-"""The character-to-subword transducer T (seed 000 Sec. 5.1, Alg. 6; seed 004 Sec. 2.3).
+"""Stage S's transducer T: characters to subwords (seed 000 Sec. 5.1, Alg. 6; seed 004 Sec. 2.3).
 
 A byte trie over the token surfaces, closed under concatenation: reading the last byte of a
 token emits the token and returns to the root, which is the start and only final state. T

@@ -1,4 +1,4 @@
-"""Tokenization-agnostic promotion MIN(PROJ(A o T)) (seed 000 Sec. 5, Eq. 3, Lemma 1).
+"""Stage S: tokenization-agnostic promotion MIN(PROJ(A o T)) (seed 000 Sec. 5, Eq. 3, Lemma 1).
 
 A is the minimal deterministic byte acceptor of the regex, T the lexicon transducer. By
 Lemma 1, epsilon-removal of PROJ(A o T) is already deterministic, so no determinization is
@@ -51,9 +51,7 @@ def promote(
     a = automaton.fst.copy().arcsort("olabel")
     c = pynini.compose(a, lexicon, connect=True)
     if c.num_states() > max_states:
-        raise LimitError(
-            f"A o T has {c.num_states()} states (> --max-states {max_states})",
-            "simplify the regex or raise --max-states")
+        raise LimitError("A o T", "max_states", max_states, c.num_states(), remedy="simplify")
     c.project("output").rmepsilon()
     minimize = force_minimize or not covers_all_bytes(model)
     if minimize:
@@ -63,8 +61,7 @@ def promote(
             f"no sequence of {model.source} tokens spells a string matching {automaton.pattern!r}",
             "the vocabulary cannot write this language (e.g. upper case for an uncased model)")
     if c.num_states() > max_states:
-        raise LimitError(f"the promoted automaton has {c.num_states()} states (> --max-states {max_states})",
-                         "raise --max-states")
+        raise LimitError("the promoted automaton", "max_states", max_states, c.num_states())
     c.set_input_symbols(lexicon.output_symbols())
     c.set_output_symbols(lexicon.output_symbols())
     return Promoted(fst=c, states=c.num_states(), arcs=count_arcs(c), minimized=minimize)

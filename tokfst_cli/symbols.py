@@ -1,6 +1,9 @@
-"""Named OpenFst symbol tables: bytes, and tokens named for their tokenizer (DESIGN.md, Labels).
+"""Labels and named OpenFst symbol tables: bytes, text markers, and tokens named for their tokenizer.
 
-Label 0 is epsilon; byte b is label b+1; token id t is label t+1. OpenFst's text formats split
+Label 0 is epsilon; byte b is label b+1; token id t is label t+1. Pre-tokenized text (the
+output of the preprocessing stage P, seed 001 Sec. 3.1) adds two labels after the bytes:
+:data:`MARKER` between words and :data:`UNKSYM` for a whole word that the tokenizer turns
+into [UNK]. OpenFst's text formats split
 names on blanks, so names escape backslash, whitespace and control characters as ``\\\\``,
 ``\\xNN`` and ``\\uNNNN``; ``unescape`` inverts ``escape`` exactly. An unused id in the
 vocabulary is named ``\\gapN``, which ``escape`` never produces.
@@ -15,6 +18,10 @@ import pynini
 from .tokenizer import TokenizerModel
 
 EPS = "<eps>"
+MARKER = 257  # word (pre-token) boundary label in a pre-tokenized text
+UNKSYM = 258  # "this whole word is [UNK]" (e.g. longer than max_input_chars_per_word)
+MARKER_NAME, UNKSYM_NAME = "<w>", "<unk-word>"
+TEXT_TABLE = "tokfst-text-bytes"
 _UNESCAPE = re.compile(r"\\(\\|x[0-9a-f]{2}|u[0-9a-f]{4})")
 
 
@@ -48,6 +55,15 @@ def byte_table() -> pynini.SymbolTable:
     table.add_symbol(EPS, 0)
     for b in range(256):
         table.add_symbol(byte_name(b), b + 1)
+    return table
+
+
+def text_byte_table() -> pynini.SymbolTable:
+    """Bytes plus the word boundary and the [UNK]-word symbol (pre-tokenized text)."""
+    table = byte_table()
+    table.set_name(TEXT_TABLE)
+    table.add_symbol(MARKER_NAME, MARKER)
+    table.add_symbol(UNKSYM_NAME, UNKSYM)
     return table
 
 

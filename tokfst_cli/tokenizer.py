@@ -1,4 +1,4 @@
-"""A neutral model of a Hugging Face ``tokenizer.json`` (DESIGN.md, module ``tokenizer``).
+"""A neutral model of a Hugging Face ``tokenizer.json``, the input of every stage (seed 000 Sec. 2, 6).
 
 Every token gets its *surface*: the bytes it spells (seed 000 Sec. 3.1, CHAR_Gamma).
 Byte-level BPE undoes GPT-2's bytes-to-unicode map; SentencePiece-style BPE reads "▁" as a
@@ -276,6 +276,6 @@ def from_json(data: dict, source: str = "<json>") -> TokenizerModel:
 def from_vocab(pieces: list[str]) -> TokenizerModel:
     """A tiny plain vocabulary (for drawings such as seed 000 Fig. 3): surfaces are UTF-8."""
     if not pieces or any(not p for p in pieces) or len(set(pieces)) != len(pieces):
-        raise InputError("the vocabulary must be non-empty and hold distinct, non-empty pieces", "e.g. --vocab a,b,ab")
+        raise InputError("the vocabulary must be non-empty and hold distinct, non-empty pieces", "e.g. a,b,ab", hint="vocab")
     data = {"model": {"type": "BPE", "vocab": {p: i for i, p in enumerate(pieces)}, "merges": []}}
     return from_json(data, source="<vocab>")

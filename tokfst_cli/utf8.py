@@ -1,4 +1,4 @@
-"""Code point ranges to UTF-8 byte-range sequences.
+"""Stage A's alphabet: code point ranges to UTF-8 byte-range sequences (seed 001 Sec. 3, App. A).
 
 The classic split used by byte-level regex engines: cut a code point range at the encoding
 length boundaries, then at continuation-byte boundaries, until each piece is a product of byte

@@ -6,7 +6,8 @@ A result document (``--json``) is one JSON object:
     started, elapsed_s  UTC start time (ISO 8601), wall time of the whole run
     machine             cpu_model, nproc, os, python, loadavg_start/_end
     versions            tokfst, pynini, tokenizers, numpy, outlines-core, matplotlib ("not installed" if absent)
-    settings            the options in effect (repeat, timeout_s, vocab_sizes, corpus, ...)
+    settings            the options in effect (repeat, timeout_s, vocab_sizes, corpus, ...; cold_repeat
+                        for promote and maxmatch, regexes when chosen)
     tables              list of tables: {id, title, repeat, columns, rows, notes, inputs, plot}
                         columns: [{key, label, kind}], kind in text|int|float|time|once|ratio|bytes|
                         bool|percent; rows: [{key: value}]; a "time" value is a timing cell (below)
@@ -27,7 +28,8 @@ import platform
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -88,18 +90,26 @@ def machine_line(doc: dict) -> str:
 
 
 # ---- tokenizers -----------------------------------------------------------------------------
+FAMILIES = {"bpe": ("BPE", "canonical BPE"), "wordpiece": ("WordPiece", "canonical MaxMatch")}
+
+
 @lru_cache(maxsize=None)
-def load_bpe(path: str):
-    """The TokenizerModel of a BPE tokenizer.json, parsed once per run however many tables use it;
-    a one-line InputError for anything else (every table measures canonical BPE)."""
+def load_model(path: str, family: str | None = "bpe"):
+    """The TokenizerModel of a tokenizer.json, parsed once per run however many tables use it;
+    a one-line InputError when a mode needs another family (``family`` None: any)."""
     from .. import tokenizer as tokmod
     from ..errors import InputError
 
     model = tokmod.load(path)
-    if model.family != "bpe":
+    if family is not None and model.family != family:
         raise InputError(f"{path} is a {model.family} tokenizer",
-                         "tokfst bench measures canonical BPE; give a BPE tokenizer.json")
+                         f"this benchmark measures {FAMILIES[family][1]}; give a {FAMILIES[family][0]} "
+                         "tokenizer.json", hint="bench-family", family=FAMILIES[family][0])
     return model
+
+
+def load_bpe(path: str):
+    return load_model(path, "bpe")
 
 
 # ---- timing ----------------------------------------------------------------------------------
@@ -150,6 +160,43 @@ def median_of(cell: dict | None) -> float | None:
 def ratio(num: dict | None, den: dict | None) -> float | None:
     a, b = median_of(num), median_of(den)
     return a / b if a is not None and b else None
+
+
+def tokfst_command() -> list[str]:
+    """The ``tokfst`` console script beside this interpreter (else on PATH, else ``python -m``)."""
+    import shutil
+
+    exe = Path(sys.executable).with_name("tokfst")
+    if exe.exists():
+        return [str(exe)]
+    found = shutil.which("tokfst")
+    return [found] if found else [sys.executable, "-m", "tokfst_cli"]
+
+
+def run_cold(cmd: list[str], env: dict[str, str], cwd: str) -> float:
+    """Wall time of one whole process; RuntimeError (with its stderr) if it fails."""
+    import subprocess
+
+    t = time.perf_counter()
+    p = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True)
+    wall = time.perf_counter() - t
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode}: {p.stderr.strip()}")
+    return wall
+
+
+@contextmanager
+def private_cache(path: str) -> Iterator[None]:
+    """TOKFST_CACHE set to ``path`` for this process and its children, restored afterwards."""
+    saved = os.environ.get("TOKFST_CACHE")
+    os.environ["TOKFST_CACHE"] = path
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("TOKFST_CACHE", None)
+        else:
+            os.environ["TOKFST_CACHE"] = saved
 
 
 def measure(n: int, fn: Callable[[], Any], warmup: bool = False) -> tuple[dict, Any]:
@@ -217,16 +264,12 @@ def command_line() -> str:
 
 
 class Progress:
-    """Progress lines on stderr (with -v, or when stderr is a terminal)."""
+    """Progress lines through ``say`` (the CLI's stderr writer), when ``on``."""
 
-    def __init__(self, verbose: bool):
-        from ..cli.common import err
-
-        self.on = verbose or err.is_terminal
+    def __init__(self, on: bool, say: Callable[[str], None]):
+        self.on, self.say = on, say
         self.t0 = time.perf_counter()
 
     def __call__(self, message: str) -> None:
         if self.on:
-            from ..cli.common import say
-
-            say(f"tokfst bench [{time.perf_counter() - self.t0:7.1f} s] {message}")
+            self.say(f"tokfst bench [{time.perf_counter() - self.t0:7.1f} s] {message}")

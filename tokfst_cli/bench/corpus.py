@@ -51,12 +51,15 @@ def load_corpus(path: str | None) -> Corpus:
     p = Path(path or DEFAULT_CORPUS)
     if not p.exists():
         if given:
-            raise InputError(f"corpus not found: {p}", "give a text file or a directory of *.txt files with --corpus")
+            raise InputError(f"corpus not found: {p}", "give a text file or a directory of *.txt files",
+                             hint="bench-corpus")
         raise InputError(f"the default corpus {p} is missing",
-                         "install it with 'apt-get install python3.11-doc' or give --corpus PATH")
+                         "install it with 'apt-get install python3.11-doc' or give another corpus",
+                         hint="bench-default-corpus")
     files = sorted(f for f in p.rglob("*.txt") if f.is_file()) if p.is_dir() else [p]
     if not files:
-        raise InputError(f"no *.txt files under {p}", "give a text file or a directory of *.txt files with --corpus")
+        raise InputError(f"no *.txt files under {p}", "give a text file or a directory of *.txt files",
+                         hint="bench-corpus")
     digest = hashlib.sha256()
     parts = []
     for f in files:
@@ -65,11 +68,11 @@ def load_corpus(path: str | None) -> Corpus:
             parts.append(data.decode("utf-8"))
         except (OSError, UnicodeDecodeError) as e:
             raise InputError(f"cannot read corpus file {f}: {getattr(e, 'strerror', None) or e}",
-                             "give UTF-8 text files with --corpus") from None
+                             "give UTF-8 text files") from None
         digest.update(str(f.relative_to(p) if p.is_dir() else f.name).encode() + b"\0" + data + b"\0")
     text = "\n".join(parts)
     if not WORD.search(text):
-        raise InputError(f"corpus {p} has no words", "give English text with --corpus")
+        raise InputError(f"corpus {p} has no words", "give English text")
     return Corpus(str(p), files, text, digest.hexdigest())
 
 
@@ -107,8 +110,8 @@ def draw_words(corpus: Corpus, n: int, seed: int = SEED) -> list[str]:
     tokens = WORD.findall(corpus.text)
     distinct = len(set(tokens))
     if distinct < n:
-        raise InputError(f"the corpus has {distinct} distinct words, fewer than --words {n}",
-                         "lower --words or give a larger --corpus")
+        raise InputError(f"the corpus has {distinct} distinct words, fewer than the {n} asked for",
+                         "ask for fewer words or give a larger corpus", hint="bench-words")
     rng = random.Random(seed)
     words: list[str] = []
     seen: set[str] = set()
@@ -175,5 +178,6 @@ def paragraph(corpus: Corpus, chars: int) -> str:
         if best_gap is None or gap < best_gap:
             best, best_gap = text, gap
     if best is None:
-        raise InputError("the corpus has no prose paragraph", "give an English --corpus with blank-line separated paragraphs")
+        raise InputError("the corpus has no prose paragraph", "give an English corpus with blank-line separated paragraphs",
+                         hint="bench-paragraph")
     return best

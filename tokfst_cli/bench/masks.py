@@ -68,8 +68,7 @@ def masks_table(tokenizers: list[tuple[str, str, bool]], regexes: dict[str, str]
     from ..bpe.product import factorize
     from ..errors import TokfstError
     from ..index import build_index
-    from ..promote import promote
-    from ..regex import compile_regex
+    from ..pipeline import accept, promote
 
     res = Results()
     table = Table(
@@ -91,8 +90,8 @@ def masks_table(tokenizers: list[tuple[str, str, bool]], regexes: dict[str, str]
             progress(f"masks: {name}: {rname} ...")
             row = {"tokenizer": name, "trained": trained, "vocab": model.vocab_size, "regex": rname}
             try:
-                automaton = compile_regex(pattern)
-                p = promote(model, automaton, lex).fst
+                automaton = accept(pattern)
+                p = promote(model, automaton, lexicon=lex)
             except TokfstError as e:
                 row["naive"] = common.error(e.one_line())
                 table.rows.append(row)

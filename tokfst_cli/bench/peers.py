@@ -21,11 +21,12 @@ from __future__ import annotations
 import numpy as np
 import pynini
 
+from ..pipeline import Limits
 from . import common
 from .common import Results, Table
 
 MISSING = "outlines-core not installed (pip install 'tokfst[bench]')"
-MAX_ARCS = 2_000_000  # materialize up to this many arcs, as ``tokfst promote --canonical`` does by default
+MAX_ARCS = Limits().max_arcs  # materialize up to the pipeline's default, as ``tokfst promote --canonical`` does
 
 
 def outlines_module():
@@ -102,8 +103,7 @@ def peers_table(tokenizers: list[tuple[str, str, bool]], regexes: dict[str, str]
     from ..bpe import implicit
     from ..bpe.product import factorize, materialize
     from ..errors import LimitError, TokfstError
-    from ..promote import promote
-    from ..regex import compile_regex
+    from ..pipeline import accept, promote
 
     oc = outlines_module()
     res = Results()
@@ -132,7 +132,7 @@ def peers_table(tokenizers: list[tuple[str, str, bool]], regexes: dict[str, str]
             progress(f"peers: {name}: {rname} ...")
             row = {"tokenizer": name, "regex": rname}
             try:
-                row["agnostic"], agn = common.measure(repeat, lambda: promote(model, compile_regex(pattern), lex).fst,
+                row["agnostic"], agn = common.measure(repeat, lambda: promote(model, accept(pattern), lexicon=lex),
                                                       warmup=True)
             except TokfstError as e:
                 row["agnostic"] = common.error(e.one_line())
@@ -142,13 +142,13 @@ def peers_table(tokenizers: list[tuple[str, str, bool]], regexes: dict[str, str]
             canonical_start: set[int]
             try:
                 row["canonical"], can = common.measure(
-                    repeat, lambda: materialize(promote(model, compile_regex(pattern), lex).fst, imp, max_arcs=max_arcs),
+                    repeat, lambda: materialize(promote(model, accept(pattern), lexicon=lex), imp, max_arcs=max_arcs),
                     warmup=True)
                 row["form"] = "materialized"
                 canonical_start = start_set(can)
             except LimitError:
                 row["canonical"], fz = common.measure(
-                    repeat, lambda: factorize(promote(model, compile_regex(pattern), lex).fst, imp), warmup=True)
+                    repeat, lambda: factorize(promote(model, accept(pattern), lexicon=lex), imp), warmup=True)
                 row["form"] = "factorized"
                 canonical_start = set(np.flatnonzero(fz.mask(fz.initial())).tolist())
             agn_start = start_set(agn)

@@ -33,10 +33,11 @@ def cell(spec: dict, emit) -> dict:
     from .. import lexicon
     from .. import tokenizer as tokmod
     from ..bpe import implicit
-    from ..bpe.explicit import explicit_automaton
+    from ..bpe.explicit import explicit_automaton, intersect
     from ..bpe.gadgets import promote_gadgets
     from ..bpe.product import materialize
-    from ..promote import count_arcs, promote
+    from ..pipeline import promote
+    from ..promote import count_arcs
     from ..regex import ByteAutomaton
 
     model = tokmod.load(spec["tokenizer"])
@@ -60,7 +61,7 @@ def cell(spec: dict, emit) -> dict:
         t, (lex, abpe) = common.timed(build)
         emit({"kind": "precompute", "seconds": t, "states": abpe.num_states(), "arcs": count_arcs(abpe),
               "restart": True})
-        runs(lambda: pynini.intersect(promote(model, a, lex).fst.arcsort("olabel"), abpe).connect().minimize())
+        runs(lambda: intersect(promote(model, a, lexicon=lex), abpe))
     elif method == "implicit":
         def build():
             return lexicon.build(model), implicit.to_bytes(implicit.compile_implicit(model))
@@ -69,10 +70,10 @@ def cell(spec: dict, emit) -> dict:
 
         def cold():
             imp = implicit.from_bytes(data, model.fingerprint).attach(model)
-            return materialize(promote(model, a, lex).fst, imp, max_arcs=max_arcs)
+            return materialize(promote(model, a, lexicon=lex), imp, max_arcs=max_arcs)
         runs(cold)
         imp = implicit.from_bytes(data, model.fingerprint).attach(model)
-        runs(lambda: materialize(promote(model, a, lex).fst, imp, max_arcs=max_arcs), "warm")
+        runs(lambda: materialize(promote(model, a, lexicon=lex), imp, max_arcs=max_arcs), "warm")
     else:
         raise ValueError(f"unknown method {method}")
     result.set_input_symbols(None)
@@ -119,7 +120,8 @@ def equivalent(paths: dict[str, Path]) -> tuple[bool | None, str]:
 def table1(corpus: Corpus, vocab_sizes: list[int], words: int, repeat: int, limit: float, max_arcs: int,
            progress, methods: tuple[str, ...] = METHODS) -> Results:
     from .. import lexicon
-    from ..promote import count_arcs, promote
+    from ..pipeline import Limits, promote
+    from ..promote import count_arcs
 
     res = Results()
     picked = draw_words(corpus, words)
@@ -157,7 +159,7 @@ def table1(corpus: Corpus, vocab_sizes: list[int], words: int, repeat: int, limi
             path, fresh = train(corpus, v)
             progress(f"table1: vocab {v}: tokenizer {'trained' if fresh else 'cached'} at {path}")
             model = common.load_bpe(str(path))
-            p = promote(model, automaton, lexicon.build(model), max_states=10_000_000).fst
+            p = promote(model, automaton, Limits(max_states=10_000_000), lexicon=lexicon.build(model))
             row = {"vocab": model.vocab_size, "agnostic": f"{p.num_states()}/{count_arcs(p)}"}
             paths, sizes = {}, {}
             for method in methods:

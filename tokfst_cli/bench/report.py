@@ -8,7 +8,7 @@ import json
 import statistics
 from pathlib import Path
 
-from ..artifacts import atomic_write, write_bytes
+from ..artifacts import atomic_write
 from ..errors import InputError
 from .common import machine_line
 
@@ -109,19 +109,14 @@ def checks_line(doc: dict) -> str:
     return line + "".join(f"\nFAILED: {c['name']}: {c['detail']}" for c in failed)
 
 
-def print_tables(doc: dict, to_stderr: bool = False) -> None:
-    """Rich tables on a terminal, Markdown otherwise (data stays on stdout unless --json -)."""
-    import sys
-
+def print_tables(doc: dict, console) -> None:
+    """The tables on ``console`` (a rich Console): rich tables on a terminal, Markdown otherwise."""
     from rich import box
-    from rich.console import Console
     from rich.table import Table as RichTable
 
-    stream = sys.stderr if to_stderr else sys.stdout
-    console = Console(file=stream, highlight=False)
     if not console.is_terminal:
-        stream.write(markdown(doc))
-        stream.flush()
+        console.file.write(markdown(doc))
+        console.file.flush()
         return
     for t in doc["tables"]:
         rt = RichTable(title=t["title"], caption="\n".join(header_lines(doc, t)), caption_justify="left",
@@ -138,11 +133,11 @@ def print_tables(doc: dict, to_stderr: bool = False) -> None:
 
 
 # ---- files ---------------------------------------------------------------------------------
-def write_json(out: str, doc: dict) -> None:
-    write_bytes(out, (json.dumps(doc, indent=1, ensure_ascii=False) + "\n").encode("utf-8"))
+def json_bytes(doc: dict) -> bytes:
+    return (json.dumps(doc, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
 
 
-def write_csv(out: str, doc: dict) -> None:
+def csv_bytes(doc: dict) -> bytes:
     """One wide CSV: a 'table' column, then the union of all tables' columns."""
     keys: list[tuple[str, str]] = []
     for t in doc["tables"]:
@@ -156,16 +151,17 @@ def write_csv(out: str, doc: dict) -> None:
         kinds = {c["key"]: c["kind"] for c in t["columns"]}
         for row in t["rows"]:
             w.writerow([t["id"]] + [raw(row, k, kinds[k]) if k in kinds else "" for k, _ in keys])
-    write_bytes(out, buf.getvalue().encode("utf-8"))
+    return buf.getvalue().encode("utf-8")
 
 
 def check_plot_target(path: str) -> None:
     if Path(path).suffix.lower() not in PLOT_SUFFIXES:
-        raise InputError(f"--plot {path}: unsupported format", "give a file name ending in .svg or .png")
+        raise InputError(f"plot file {path}: unsupported format", "give a file name ending in .svg or .png",
+                         path=path)
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        raise InputError("--plot needs matplotlib", "pip install 'tokfst[bench]'") from None
+        raise InputError("plotting needs matplotlib", "pip install 'tokfst[bench]'") from None
 
 
 def plot_series(table: dict) -> dict[str, list[tuple[float, float]]]:

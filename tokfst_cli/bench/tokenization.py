@@ -120,7 +120,7 @@ class ViaAutomaton:
         from .. import lexicon
         from ..bpe import implicit
         from ..bpe.product import stepper
-        from ..bpe.reference import HfReference
+        from ..reference import HfReference
         from ..errors import InputError
         from .size import count_explicit
 
@@ -151,19 +151,19 @@ class ViaAutomaton:
             self.abpe_note = f"A_BPE over --max-arcs ({arcs} arcs)"
 
     def lattice(self, text: str) -> pynini.Fst:
-        from ..promote import promote
+        from ..pipeline import promote
 
         pieces = [piece_bytes(self.model, p) for p in pretokenize(self.hf, text)]
-        return promote(self.model, pieces_acceptor(pieces, self.boundary), self.lex_b).fst
+        return promote(self.model, pieces_acceptor(pieces, self.boundary), lexicon=self.lex_b)
 
     def implicit(self, text: str) -> list[int]:
         if self.ignore_merges:
             from ..bpe.product import materialize
-            from ..promote import promote
+            from ..pipeline import promote
 
             out: list[int] = []
             for p in pretokenize(self.hf, text):
-                lat = promote(self.model, pieces_acceptor([piece_bytes(self.model, p)], self.boundary), self.lex).fst
+                lat = promote(self.model, pieces_acceptor([piece_bytes(self.model, p)], self.boundary), lexicon=self.lex)
                 out += path_of(materialize(lat, self.imp))
             return out
         return canonical_path(self.lattice(text), self.step, self.boundary)

@@ -1,4 +1,4 @@
-"""The implicit canonical BPE automaton (seed 000 Sec. 6.5; DESIGN.md, canonical BPE facts).
+"""Stage C for BPE: derivations and rectangles of the implicit canonical BPE automaton (seed 000 Sec. 6.5).
 
 A sequence is canonical iff its tokens are reachable and every adjacent pair (u, v) is, so
 A_BPE is fixed by BANNED(u) = {v : BPE(text(u) text(v)) != [u, v]}.

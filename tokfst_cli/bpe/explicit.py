@@ -1,4 +1,4 @@
-"""A_BPE as an explicit OpenFst acceptor (seed 000 Eq. 5's precomputed automaton).
+"""Stage C for BPE, Eq. 5: A_BPE as an explicit OpenFst acceptor (seed 000 Sec. 6.4-6.5).
 
 Built from the implicit form: one state per class (tokens with the same BANNED row, seed 000
 Sec. 6.5: delta(q_u, v) = q_v unless v in BANNED(u)), paired with the byte-fallback DFA state,
@@ -89,7 +89,7 @@ def explicit_automaton(imp: ImplicitBpe, model: TokenizerModel, max_arcs: int = 
         targets = np.flatnonzero(nxt)
         arcs += len(targets)
         if arcs > max_arcs:
-            raise LimitError(f"A_BPE needs more than {max_arcs} arcs", "use --form implicit or raise --max-arcs")
+            raise LimitError("A_BPE", "max_arcs", max_arcs, remedy="implicit")
         for v in targets:
             b = int(imp.fb_byte[v])
             key = (int(classes[v]), int(imp.fb_delta[fb, b]) if b >= 0 else 0)
@@ -102,3 +102,10 @@ def explicit_automaton(imp: ImplicitBpe, model: TokenizerModel, max_arcs: int = 
     table = token_table(model)
     f.set_input_symbols(table).set_output_symbols(table)
     return f
+
+
+def intersect(agnostic: pynini.Fst, abpe: pynini.Fst) -> pynini.Fst:
+    """Eq. 5: MIN(PROJ(A o T)) intersected with the explicit A_BPE, trimmed and minimized."""
+    if abpe.properties(pynini.I_LABEL_SORTED, True) != pynini.I_LABEL_SORTED:  # sorting costs O(arcs) each time
+        abpe.arcsort("ilabel")
+    return pynini.intersect(agnostic.copy().arcsort("olabel"), abpe).connect().minimize()

@@ -1,4 +1,4 @@
-"""The factorized canonical artifact: agnostic automaton + implicit A_BPE in one file.
+"""Stage C for BPE, factorized output: the agnostic automaton + implicit A_BPE in one file (seed 000 Sec. 6.5).
 
 Format ``tokfst-factorized`` version 1, integers little-endian:
     magic    b"TOKFSTFAC\\0"
@@ -15,12 +15,11 @@ Python API: ``load(path, model=None)`` returns a ``product.Factorized`` with ``i
 from __future__ import annotations
 
 import zlib
-from pathlib import Path
 
 import numpy as np
 import pynini
 
-from ..artifacts import pack, unpack
+from ..artifacts import pack, read_artifact, unpack
 from ..errors import InputError
 from ..tokenizer import TokenizerModel
 from . import implicit
@@ -54,11 +53,13 @@ def to_bytes(agnostic: pynini.Fst, imp: implicit.ImplicitBpe, pattern: str) -> b
 
 def load(path: str, model: TokenizerModel | None = None) -> Factorized:
     """Read a factorized artifact; refuse a damaged one or one for another tokenizer."""
-    try:
-        data = Path(path).read_bytes()
-    except OSError as e:
-        raise InputError(f"cannot read {path}: {e.strerror or e}", "give a file from tokfst promote --canonical") from None
-    header, body = unpack(data, MAGIC, FORMAT, VERSION, path, "rebuild it with tokfst promote --canonical --format index")
+    return from_bytes(read_artifact(path, hint="rebuild-factorized"), model, path)
+
+
+def from_bytes(data: bytes, model: TokenizerModel | None = None, source: str = "artifact") -> Factorized:
+    """The decoder of a factorized artifact's bytes (``model`` checks the fingerprint)."""
+    path = source
+    header, body = unpack(data, MAGIC, FORMAT, VERSION, path, "rebuild it", hint="rebuild-factorized")
     if model is not None and model.fingerprint != header["fingerprint"]:
         raise InputError(f"{path} was built for another tokenizer", "rebuild it for this tokenizer")
     raw = zlib.decompress(body[:header["payload_bytes"]])

@@ -1,4 +1,4 @@
-"""Merge gadgets and the cascade MIN(PROJ(A o G_m1 o ... o G_mk)) (seed 000 Sec. 6.3, Eq. 4; Sec. 6.4).
+"""Stage C for BPE, Eq. 4: merge gadgets and the cascade MIN(PROJ(A o G_m1 o ... o G_mk)) (seed 000 Sec. 6.3-6.4).
 
 The reference construction of canonical BPE for small vocabularies: ``gadget`` is G_(a,b) of
 Fig. 5, ``cascade`` is Eq. 4 with Prop. 2's rmepsilon/determinize/minimize after every merge,
@@ -209,8 +209,7 @@ def block_gadget(table: MergeTable, rank: int, alphabet: Iterable[int], max_stat
     def state_id(s: State) -> int:
         if s not in ids:
             if len(ids) >= max_states:
-                raise LimitError(f"the gadget for merge rank {rank} needs more than {max_states} states",
-                                 "use a smaller vocabulary")
+                raise LimitError(f"the gadget for merge rank {rank}", "max_states", max_states, remedy="vocabulary")
             ids[s] = f.add_state()
             todo.append(s)
         return ids[s]
@@ -256,15 +255,14 @@ def _optimize(f: pynini.Fst, max_states: int, what: str) -> pynini.Fst:
         return f
     d = pynini.determinize(f, nstate=max_states + 1)
     if d.num_states() > max_states:
-        raise LimitError(f"{what} needs more than {max_states} states (> --max-states)", "raise --max-states")
+        raise LimitError(what, "max_states", max_states)
     return d.minimize()
 
 
 def _apply(acc: pynini.Fst, g: pynini.Fst, max_states: int, rank: int) -> pynini.Fst:
     c = pynini.compose(acc, g, connect=True)
     if c.num_states() > max_states:
-        raise LimitError(f"A o G at merge rank {rank} has {c.num_states()} states (> --max-states {max_states})",
-                         "raise --max-states or use a smaller vocabulary")
+        raise LimitError(f"A o G at merge rank {rank}", "max_states", max_states, c.num_states(), remedy="vocabulary")
     return _optimize(c.project("output"), max_states, f"the cascade at merge rank {rank}")
 
 

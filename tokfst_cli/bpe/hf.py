@@ -1,4 +1,4 @@
-"""An exact re-statement of Hugging Face's BPE model (``tokenizers`` models/bpe).
+"""Stage C for BPE: an exact re-statement of Hugging Face's BPE model (``tokenizers`` models/bpe; seed 000 Sec. 6.3).
 
 Used to derive structure (reachability, merge traces, spines), never as the test oracle.
 Semantics reproduced:

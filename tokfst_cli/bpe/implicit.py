@@ -1,4 +1,4 @@
-"""The implicit canonical BPE automaton and its artifact (seed 000 Sec. 6.5).
+"""Stage C for BPE: the implicit canonical BPE automaton and its artifact (seed 000 Sec. 6.5).
 
 State after a token u is its class: tokens with the same BANNED row share a class, which is
 the state q_u of A_BPE. BANNED is stored as the merge rectangles of ``canonical`` (about one
@@ -337,8 +337,9 @@ def compile_implicit(model: TokenizerModel, max_exact: int = 2_000_000) -> Impli
     if len(outside):
         cands = np.flatnonzero(allowed)
         if 2 * len(outside) * len(cands) > max_exact:
-            raise LimitError(f"{len(outside)} tokens need exact pair checks against {len(cands)} tokens",
-                             "this vocabulary's merge order defeats the rectangle construction")
+            raise LimitError(f"checking {len(outside)} tokens outside the rectangles against {len(cands)} tokens",
+                             "max_exact", max_exact, 2 * len(outside) * len(cands), remedy="rectangles",
+                             unit="pair checks")
         symbols = {int(t): _symbols(hf, model, int(t)) for t in cands}
         for e in outside:
             for t in cands:
@@ -373,14 +374,10 @@ def load_or_compile(model: TokenizerModel, artifact: str | None = None) -> Impli
     """An artifact given by path, else the cached one for this fingerprint, else compile and cache."""
     from pathlib import Path
 
-    from ..artifacts import atomic_write, cache_dir
+    from ..artifacts import atomic_write, cache_dir, read_artifact
 
     if artifact is not None:
-        try:
-            data = Path(artifact).read_bytes()
-        except OSError as e:
-            raise InputError(f"cannot read {artifact}: {e.strerror or e}", "give a file from tokfst compile-bpe") from None
-        return from_bytes(data, model.fingerprint, artifact).attach(model)
+        return from_bytes(read_artifact(artifact, hint="rebuild-implicit"), model.fingerprint, artifact).attach(model)
     path = cache_dir() / f"v{VERSION}-bpe-{model.fingerprint}.tokfst"
     if path.exists():
         try:
@@ -396,7 +393,7 @@ def load_or_compile(model: TokenizerModel, artifact: str | None = None) -> Impli
 
 
 # ---- artifact ---------------------------------------------------------------------------
-FIX = "rebuild it with tokfst compile-bpe"
+FIX = "rebuild the implicit A_BPE artifact"
 
 
 def to_bytes(imp: ImplicitBpe) -> bytes:
@@ -414,14 +411,14 @@ def to_bytes(imp: ImplicitBpe) -> bytes:
 
 def from_bytes(data: bytes, fingerprint: str | None = None, source: str = "artifact") -> ImplicitBpe:
     """Load an artifact; refuse a truncated or damaged one, or one built for another tokenizer."""
-    header, payload = unpack(data, MAGIC, FORMAT, VERSION, source, FIX)
+    header, payload = unpack(data, MAGIC, FORMAT, VERSION, source, FIX, hint="rebuild-implicit")
     if fingerprint is not None and header["fingerprint"] != fingerprint:
         raise InputError(f"{source} was built for tokenizer {header['fingerprint'][:16]}, "
-                         f"not {fingerprint[:16]}", "rebuild it with tokfst compile-bpe for this tokenizer")
+                         f"not {fingerprint[:16]}", "rebuild it for this tokenizer", hint="rebuild-implicit")
     try:
         raw = zlib.decompress(payload)
     except zlib.error:
-        raise InputError(f"{source} is damaged (payload does not decompress)", "rebuild it with tokfst compile-bpe") from None
+        raise InputError(f"{source} is damaged (payload does not decompress)", FIX, hint="rebuild-implicit") from None
     fields, pos = {}, 0
     for spec in header["arrays"]:
         dt = np.dtype(spec["dtype"])

@@ -1,11 +1,11 @@
-"""Canonical promotion with the implicit A_BPE (seed 000 Eq. 5, Sec. 6.5; seed 001 Sec. 3.3).
+"""Stage C for BPE: canonical filtering with the implicit A_BPE (seed 000 Eq. 5, Sec. 6.5; seed 001 Sec. 3.3).
 
-Materialized: the product of the agnostic token acceptor P = MIN(PROJ(A o T)) with the implicit
+Materialized: the product of the agnostic token acceptor S = MIN(PROJ(A o T)) (stage S) with the implicit
 A_BPE, whose state is (class of the last token, byte-fallback DFA state); only reachable pairs
 are built, each state's allowed tokens are one numpy mask, and OpenFst minimizes the result.
 
-Factorized: P and the implicit A_BPE side by side, combined at lookup time:
-mask(p, s) = allowed(p) minus BANNED(s), next((p, s), v) = (delta_P(p, v), step(s, v)).
+Factorized: S and the implicit A_BPE side by side, combined at lookup time:
+mask(p, s) = allowed(p) minus BANNED(s), next((p, s), v) = (delta_S(p, v), step(s, v)).
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ import numpy as np
 import pynini
 
 from ..artifacts import fst_from_arrays
-from ..errors import EmptyLanguageError, InputError, LimitError
+from ..errors import DisallowedTokenError, EmptyLanguageError, InputError, LimitError
 from .explicit import START, ignore_merges_correction, successors
 from .implicit import ImplicitBpe
 
-State = tuple[int, int, int, int]  # (state of P, class of last token | START | WHOLE, fallback state, trie node)
+State = tuple[int, int, int, int]  # (state of S, class of last token | START | WHOLE, fallback state, trie node)
 WHOLE = -2  # after a token that ignore_merges allows only as the whole word
 
 
@@ -68,7 +68,7 @@ def sorted_arcs(fst: pynini.Fst, p: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def materialize(agnostic: pynini.Fst, imp: ImplicitBpe, max_arcs: int = 2_000_000) -> pynini.Fst:
-    """MIN(P x A_BPE) over the reachable part; LimitError past ``max_arcs``.
+    """MIN(S x A_BPE) over the reachable part; LimitError past ``max_arcs``.
 
     Two phases: a vectorized exploration that numbers the reachable (p, class, fallback) states
     and counts arcs (stopping early past ``max_arcs``, before any arc is built), then the Fst.
@@ -100,8 +100,7 @@ def materialize(agnostic: pynini.Fst, imp: ImplicitBpe, max_arcs: int = 2_000_00
             labels, targets = labels[keep], targets[keep]
         total += len(labels)
         if total > max_arcs:
-            raise LimitError(f"the canonical automaton needs more than {max_arcs} arcs",
-                             "use --format index (factorized) or raise --max-arcs")
+            raise LimitError("the canonical automaton", "max_arcs", max_arcs, remedy="factorized")
         keys = (targets * n_cls + step.classes[labels] + 1) * n_fb + step.next_fb(fb)[labels]
         for u in np.unique(keys).tolist():
             if u not in ids:
@@ -134,7 +133,7 @@ def materialize(agnostic: pynini.Fst, imp: ImplicitBpe, max_arcs: int = 2_000_00
 class Factorized:
     """The agnostic automaton and the implicit A_BPE, combined at lookup time (Python API).
 
-    Per-state arrays of P are read on first use, so wrapping costs nothing up front.
+    Per-state arrays of S are read on first use, so wrapping costs nothing up front.
     """
 
     def __init__(self, arcs, finals: np.ndarray, start: int, imp: ImplicitBpe):
@@ -196,7 +195,7 @@ class Factorized:
         labels, nexts = self.arcs(p)
         i = np.searchsorted(labels, token)
         if i >= len(labels) or labels[i] != token or not self.mask(state)[token]:
-            raise ValueError(f"token {token} is not allowed in state {state}")
+            raise DisallowedTokenError(token, state)
         if self.imp.alone[token]:
             return (int(nexts[i]), WHOLE, 0, -1)
         node = self._children.get((node, token), -1) if node >= 0 else -1
@@ -210,7 +209,7 @@ class Factorized:
 
 
 def factorize(agnostic: pynini.Fst, imp: ImplicitBpe) -> Factorized:
-    """Wrap P and the implicit A_BPE; nothing is expanded until it is looked up."""
+    """Wrap S and the implicit A_BPE; nothing is expanded until it is looked up."""
     zero = pynini.Weight.zero(agnostic.weight_type())
     finals = np.array([agnostic.final(s) != zero for s in range(agnostic.num_states())])
     return Factorized(lambda p: sorted_arcs(agnostic, p), finals, agnostic.start(), imp)

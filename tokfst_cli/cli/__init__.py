@@ -6,16 +6,19 @@ import sys
 import traceback
 
 import typer
-from typer._click.exceptions import ClickException  # typer 0.29 vendors click
+from typer._click.exceptions import ClickException  # typer 0.29 vendors click (pinned in pyproject.toml)
 
 from .. import __version__
 from ..errors import TokfstError
+from . import helptext
 from .bench import bench_cmd
-from .common import STATE, say
+from .common import STATE
+from .errors import word
 from .canonical_check import canonical_check_cmd
 from .compile_bpe import compile_bpe_cmd
 from .compile_maxmatch import compile_maxmatch_cmd
 from .draw import draw_cmd
+from .output import OUT
 from .promote import promote_cmd
 
 app = typer.Typer(
@@ -35,7 +38,7 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        print(f"tokfst {__version__}")
+        OUT.text(f"tokfst {__version__}")
         raise typer.Exit(0)
 
 
@@ -48,23 +51,19 @@ def root(
     STATE["debug"] = debug
 
 
-ordered = ["compile-bpe", "compile-maxmatch", "promote", "canonical-check", "draw", "bench"]
-for _name in ordered:
-    if _name == "compile-bpe":
-        app.command("compile-bpe", short_help="Compile the canonical BPE automaton A_BPE (implicit or .fst).")(
-            compile_bpe_cmd)
-    elif _name == "canonical-check":
-        app.command("canonical-check", short_help="Check token sequences for canonicity (exit 0/1/2 as grep).")(
-            canonical_check_cmd)
-    elif _name == "promote":
-        app.command("promote", short_help="Promote a regex to a token automaton (.fst or JSON index).")(promote_cmd)
-    elif _name == "draw":
-        app.command("draw", short_help="Draw an automaton as dot, svg, pdf or png.")(draw_cmd)
-    elif _name == "compile-maxmatch":
-        app.command("compile-maxmatch", short_help="Compile the MaxMatch transducer T_Aho of a WordPiece tokenizer.")(
-            compile_maxmatch_cmd)
-    else:
-        app.command("bench", short_help="Reproduce the paper's tables and time tokfst against its peers.")(bench_cmd)
+COMMANDS = [  # (name, function, short help, long help), in the order of `tokfst --help`
+    ("compile-bpe", compile_bpe_cmd, "Compile the canonical BPE automaton A_BPE (implicit or .fst).",
+     helptext.COMPILE_BPE),
+    ("compile-maxmatch", compile_maxmatch_cmd, "Compile the MaxMatch transducer T_Aho of a WordPiece tokenizer.",
+     helptext.COMPILE_MAXMATCH),
+    ("promote", promote_cmd, "Promote a regex to a token automaton (.fst or JSON index).", helptext.PROMOTE),
+    ("canonical-check", canonical_check_cmd, "Check token sequences for canonicity (exit 0/1/2 as grep).",
+     helptext.CANONICAL_CHECK),
+    ("draw", draw_cmd, "Draw an automaton as dot, svg, pdf or png.", helptext.DRAW),
+    ("bench", bench_cmd, "Reproduce the paper's tables and time tokfst against its peers.", helptext.BENCH),
+]
+for _name, _fn, _short, _long in COMMANDS:
+    app.command(_name, short_help=_short, help=_long)(_fn)
 
 
 def main() -> None:
@@ -76,7 +75,7 @@ def main() -> None:
     except typer.Exit as e:
         sys.exit(e.exit_code)
     except typer.Abort:
-        say("tokfst: interrupted")
+        OUT.say("tokfst: interrupted")
         sys.exit(130)
     except ClickException as e:
         e.show()
@@ -84,16 +83,16 @@ def main() -> None:
     except TokfstError as e:
         if STATE["debug"]:
             traceback.print_exc()
-        say(f"tokfst: error: {e.one_line()}")
+        OUT.say(f"tokfst: error: {word(e)}")
         sys.exit(e.exit_code)
     except BrokenPipeError:
         sys.stderr.close()
         sys.exit(1)
     except KeyboardInterrupt:
-        say("tokfst: interrupted")
+        OUT.say("tokfst: interrupted")
         sys.exit(130)
     except Exception as e:  # a bug: say so in one line unless --debug
         if STATE["debug"]:
             traceback.print_exc()
-        say(f"tokfst: internal error: {type(e).__name__}: {e} (rerun with --debug for a traceback)")
+        OUT.say(f"tokfst: internal error: {type(e).__name__}: {e} (rerun with --debug for a traceback)")
         sys.exit(1)

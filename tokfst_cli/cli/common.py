@@ -1,38 +1,20 @@
-"""Shared command-line plumbing: stderr console, progress, limits, input resolution."""
+"""Shared command-line plumbing: common arguments and options, reading patterns and lines."""
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
 import sys
-from collections.abc import Iterator
+from pathlib import Path
 
 import typer
-from rich.console import Console
 
 from ..errors import InputError
 
 STATE = {"debug": False}
-err = Console(stderr=True, highlight=False, no_color=bool(os.environ.get("NO_COLOR")) or None)
 
 MAX_STATES_HELP = "Stop with an error instead of building an automaton with more states than this."
 MaxStates = typer.Option(1_000_000, "--max-states", min=1, metavar="N", help=MAX_STATES_HELP)
-
-
-def say(message: str) -> None:
-    """One diagnostic line on stderr, never wrapped or styled."""
-    err.print(message, markup=False, highlight=False, soft_wrap=True)
-
-
-@contextlib.contextmanager
-def progress(message: str) -> Iterator[None]:
-    """A spinner on stderr, only when stderr is a terminal."""
-    if err.is_terminal:
-        with err.status(message):
-            yield
-    else:
-        yield
+Tokenizer = typer.Argument(..., metavar="TOKENIZER", help="tokenizer.json path, or a bundled name (gpt2).")
+Out = typer.Argument(None, metavar="OUT", help="Output file; absent or '-' = stdout.")
 
 
 def read_pattern(regex: str | None, regex_file: str | None) -> str:
@@ -41,11 +23,7 @@ def read_pattern(regex: str | None, regex_file: str | None) -> str:
         raise InputError("give exactly one of -e REGEX or -f REGEX_FILE", "see 'tokfst promote --help'")
     if regex is not None:
         return regex
-    try:
-        text = sys.stdin.read() if regex_file == "-" else open(regex_file, encoding="utf-8").read()
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"cannot read regex file {regex_file}: {getattr(e, 'strerror', None) or e}",
-                         "give a readable UTF-8 file") from None
+    text = read_text(regex_file, "regex file")
     if text.endswith("\r\n"):
         text = text[:-2]
     elif text.endswith("\n"):
@@ -55,16 +33,19 @@ def read_pattern(regex: str | None, regex_file: str | None) -> str:
     return text
 
 
-def refuse_binary_tty(out: str | None) -> None:
-    if out in (None, "-") and sys.stdout.isatty():
-        raise InputError("refusing to write a binary FST to a terminal", "give OUT or redirect stdout")
+def read_text(src: str | None, what: str = "") -> str:
+    """UTF-8 text from a file, or stdin for None or '-'."""
+    try:
+        return sys.stdin.read() if src in (None, "-") else Path(src).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        name = f"{what} {src}" if what else src
+        raise InputError(f"cannot read {name}: {getattr(e, 'strerror', None) or e}",
+                         "give a readable UTF-8 file") from None
 
 
-def print_counts(counts: dict, as_json: bool) -> None:
-    """--info output: one JSON object, or aligned "key value" lines."""
-    if as_json:
-        print(json.dumps(counts))
-        return
-    width = max(map(len, counts), default=0) + 1
-    for k, v in counts.items():
-        print(f"{k:{width}s} {v}")
+def read_binary(src: str, fix: str) -> bytes:
+    """Bytes from a file, or stdin for '-'."""
+    try:
+        return sys.stdin.buffer.read() if src == "-" else Path(src).read_bytes()
+    except OSError as e:
+        raise InputError(f"cannot read {src}: {e.strerror or e}", fix) from None

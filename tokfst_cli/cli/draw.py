@@ -1,8 +1,7 @@
-"""``tokfst draw``: an automaton to dot/svg/pdf/png (thin wrapper over ``tokfst_cli.draw``)."""
+"""``tokfst draw``: parse, build or read the automaton, render with ``tokfst_cli.draw``, write (help: ``helptext.DRAW``)."""
 
 from __future__ import annotations
 
-import sys
 from enum import Enum
 from pathlib import Path
 from typing import Optional
@@ -10,10 +9,10 @@ from typing import Optional
 import typer
 
 from .. import draw
-from ..artifacts import read_fst, write_bytes
+from ..artifacts import read_fst
 from ..errors import InputError
 from ..regex import compile_regex
-from .common import progress
+from .output import OUT
 
 
 class Format(str, Enum):
@@ -55,6 +54,32 @@ def _stage_path(out: str, key: str, fmt: str) -> str:
     return str(p.with_name(f"{p.stem if p.suffix else p.name}-{key}{suffix}"))
 
 
+def _check_options(regex: str | None, vocab: str | None, maxmatch: bool, stages: bool, out: str | None) -> None:
+    if maxmatch and vocab is None:
+        raise InputError("--maxmatch needs --vocab PIECES", "e.g. tokfst draw --vocab a,b,aa,ab --maxmatch")
+    if stages:
+        if regex is None or vocab is None:
+            raise InputError("--stages needs both -e REGEX and --vocab PIECES",
+                             "e.g. tokfst draw -e abaabcc --vocab a,b,c,ab,abc,bc --stages fig3.svg")
+        if out in (None, "-"):
+            raise InputError("--stages writes five files and needs OUT", "give OUT such as fig3.svg")
+
+
+def _automaton(src: str | None, regex: str | None, vocab: str | None, maxmatch: bool):
+    """What to draw: the promoted automaton (-e and --vocab), A (-e), T or T_Aho (--vocab), or IN."""
+    if regex is not None and vocab is not None:
+        return (draw.maxmatch_stages if maxmatch else draw.stages)(regex, draw.parse_vocab(vocab))[
+            "d" if maxmatch else "e"]
+    elif regex is not None:
+        return compile_regex(regex).fst
+    elif vocab is not None and maxmatch:
+        return draw.aho_phi_form(draw.parse_vocab(vocab))
+    elif vocab is not None:
+        return draw.vocab_lexicon(draw.parse_vocab(vocab))
+    else:
+        return read_fst(src)
+
+
 def draw_cmd(
     first: Optional[str] = typer.Argument(
         None, metavar="IN", help="An OpenFst file ('-' = stdin); absent with -e/--vocab, where the only path is OUT."),
@@ -80,74 +105,24 @@ def draw_cmd(
                                  help="Draw at most N arcs per state; fold the rest into one '+K more' edge."),
     title: Optional[str] = typer.Option(None, "--title", metavar="TEXT", help="A caption above the drawing."),
 ) -> None:
-    """Draw an automaton as dot, svg, pdf or png (seed 000 Figs. 3 and 4, Secs. 5 and 6.2).
-
-    Draws IN (an OpenFst file such as the output of 'tokfst promote'), the byte automaton A of
-    a regex (-e), the lexicon transducer T of a tiny vocabulary (--vocab), or with both the
-    promoted token automaton MIN(PROJ(A o T)). The format is --format, else OUT's suffix
-    (.dot, .svg, .pdf, .png), else dot; stdout gets dot text by default, and pdf/png are not
-    written to a terminal. Layout is left to right (rankdir=LR) by Graphviz's dot program
-    (Debian package graphviz), which svg, pdf and png need.
-
-    Labels come from the embedded symbol tables: token names as they are (▁, Ġ kept), bytes
-    as characters or escapes such as \\x20 for non-printables, ε for epsilon; in:out for
-    transducers, one label for acceptors. The start state has an incoming arrow, final states
-    are double circles. Arcs between the same two states share one edge; past --max-arcs arcs,
-    a state's remaining arcs fold into one '+K more' edge.
-
-    --stages writes each panel of seed 000 Fig. 3 to its own file: (a) the character
-    automaton A, (b) the character-to-subword transducer T, (c) A o T, (d) PROJ(A o T), the
-    output projection before epsilon removal, and (e) MIN(PROJ(A o T)). OUT fig3.svg gives
-    fig3-a.svg ... fig3-e.svg; files are written only after all five have rendered.
-
-    --maxmatch tokenizes greedily (MaxMatch, seed 000 Sec. 6.2) with every piece usable at
-    every position, as in seed 000 Fig. 4. With --stages it writes that figure's panels: (a)
-    A, (b) the MaxMatch transducer T_Aho (seed 000 Alg. 8) with failure arcs drawn as phi
-    arcs, (c) T, (d) MIN(PROJ(A o T_Aho)), the greedy tokenizations, and (e) MIN(PROJ(A o T)),
-    where the states and arcs on no greedy tokenization are dashed and red.
-
-    \b
-    Examples:
-      tokfst draw -e abaabcc --vocab a,b,c,ab,abc,bc --stages fig3.svg
-      tokfst draw -e 'a(a|b)*b' --vocab a,b,aa,ab --maxmatch --stages fig4.svg
-      tokfst promote gpt2 -e '[0-9]{4}-[0-9]{2}' date.fst
-      tokfst draw date.fst date.png --max-arcs 5 --title 'YYYY-MM'
-      tokfst promote gpt2 -e '[0-9]+' | tokfst draw - | dot -Tsvg > digits.svg
-    """
+    """Draw an automaton as dot, svg, pdf or png (seed 000 Figs. 3 and 4, Secs. 5 and 6.2)."""
     built = regex is not None or vocab is not None
     src, out = _split_paths([p for p in (first, second) if p is not None], built)
-    if maxmatch and vocab is None:
-        raise InputError("--maxmatch needs --vocab PIECES", "e.g. tokfst draw --vocab a,b,aa,ab --maxmatch")
-    if stages:
-        if regex is None or vocab is None:
-            raise InputError("--stages needs both -e REGEX and --vocab PIECES",
-                             "e.g. tokfst draw -e abaabcc --vocab a,b,c,ab,abc,bc --stages fig3.svg")
-        if out in (None, "-"):
-            raise InputError("--stages writes five files and needs OUT", "give OUT such as fig3.svg")
+    _check_options(regex, vocab, maxmatch, stages, out)
     kind = _format(fmt, out)
-    if kind in draw.BINARY_FORMATS and out in (None, "-") and sys.stdout.isatty():
-        raise InputError(f"refusing to write {kind} to a terminal", "give OUT or redirect stdout")
+    if kind in draw.BINARY_FORMATS:
+        OUT.refuse_binary_tty(out, kind)
 
     if stages:
-        with progress(f"drawing Fig. {4 if maxmatch else 3} panels"):
+        with OUT.progress(f"drawing Fig. {4 if maxmatch else 3} panels"):
             dots = draw.stage_dots(regex, draw.parse_vocab(vocab), maxmatch=maxmatch, title=title,
                                    max_arcs=max_arcs)
             rendered = {key: draw.render(dot, kind) for key, dot in dots.items()}
         for key, data in rendered.items():
-            write_bytes(_stage_path(out, key, kind), data)
+            OUT.data(_stage_path(out, key, kind), data)
         return
 
-    if regex is not None and vocab is not None:
-        fst = (draw.maxmatch_stages if maxmatch else draw.stages)(regex, draw.parse_vocab(vocab))[
-            "d" if maxmatch else "e"]
-    elif regex is not None:
-        fst = compile_regex(regex).fst
-    elif vocab is not None and maxmatch:
-        fst = draw.aho_phi_form(draw.parse_vocab(vocab))
-    elif vocab is not None:
-        fst = draw.vocab_lexicon(draw.parse_vocab(vocab))
-    else:
-        fst = read_fst(src)
-    with progress("drawing"):
+    fst = _automaton(src, regex, vocab, maxmatch)
+    with OUT.progress("drawing"):
         data = draw.render(draw.to_dot(fst, title=title, max_arcs=max_arcs), kind)
-    write_bytes(out, data)
+    OUT.data(out, data)

@@ -1,7 +1,8 @@
 """``tokfst bench``: every mode on tiny inputs, the JSON schema, the internal equivalence checks.
 
 The corpus is tests/data/tiny_corpus.txt (a few KB); tokenizers of 300 and 400 tokens are trained
-on it, the edit-distance automaton uses 5 words, so each run takes seconds. No timing is
+on it, the edit-distance automaton uses 5 words, so each run takes seconds. promote and canonical
+run on a 350-token tokenizer trained on it, maxmatch on BERT with three regexes. No timing is
 asserted, only shapes, the outcome of bench's own checks, files and error handling.
 """
 
@@ -11,32 +12,36 @@ import csv
 import itertools
 import json
 import shutil
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pynini
 import pytest
 
+from tokfst_cli import catalogue
 from tokfst_cli.bench import corpus as corpus_mod
 from tokfst_cli.bench import peers, report
 from tokfst_cli.bench.common import FORMAT, VERSION
+from tokfst_cli.cli.errors import word
 from tokfst_cli.errors import InputError
 
-from .helpers import accepts
+from ..helpers import SIX_REGEXES, accepts
+from ..runner import Run, tokfst
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parent.parent / "data"
 CORPUS = DATA / "tiny_corpus.txt"
-TOKFST = Path(sys.executable).with_name("tokfst")
+BERT = DATA / "bert-base-uncased.json"
 TINY = ["--corpus", str(CORPUS), "--vocab-sizes", "300,400", "--repeat", "3"]
-MODES = ["table1", "table2", "paragraph", "peers", "masks"]
+MODES = ["table1", "table2", "paragraph", "peers", "masks"]  # the paper's: what "all" runs
+TABLES = {**{m: [m] for m in MODES}, "all": MODES,
+          "promote": ["promote_lexicon", "promote", "promote_steps", "promote_cold"],
+          "canonical": ["canonical_tokenizers", "canonical"], "maxmatch": ["maxmatch_compile", "maxmatch"]}
 KINDS = {"text", "int", "float", "time", "once", "ratio", "bytes", "bool", "percent"}
 STATUSES = {"ok", "timeout", "error", "skipped"}
 
 
-def tokfst(*args, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([str(TOKFST), "bench", *map(str, args)], capture_output=True, text=True, timeout=timeout)
+def bench(*args, timeout: int = 300, cwd: Path | None = None) -> Run:
+    return tokfst("bench", *args, timeout=timeout, cwd=cwd)
 
 
 @pytest.fixture(scope="module")
@@ -64,8 +69,15 @@ def runs(tmp_path_factory, tiny_tokenizer):
                    "--json", d / "all.json", "--csv", d / "all.csv", "--plot", d / "all.svg"]
     jobs["timeout"] = ["table1", *TINY, "--vocab-sizes", "300", "--words", "5", "--timeout", "0.001",
                        "--json", d / "timeout.json"]
+    jobs["promote"] = ["promote", "--tokenizer", tiny_tokenizer, "--named", "date,cities", "--json", d / "promote.json"]
+    jobs["promote_warm"] = ["promote", "--tokenizer", tiny_tokenizer, "--tokenizer", "gpt2", "-e", "[0-9]{2}",
+                            "--cold-repeat", "0", "--json", d / "promote_warm.json"]
+    jobs["canonical"] = ["canonical", "--tokenizer", tiny_tokenizer, "-f", d / "regexes.txt", "--named", "email",
+                         "--json", d / "canonical.json"]
+    jobs["maxmatch"] = ["maxmatch", "--tokenizer", BERT, "--named", "cities,email", "-e", "[0-9]{2}",
+                        "--json", d / "maxmatch.json"]
     with ThreadPoolExecutor(3) as pool:
-        futures = {k: pool.submit(tokfst, *args) for k, args in jobs.items()}
+        futures = {k: pool.submit(bench, *args) for k, args in jobs.items()}
         done = {k: f.result() for k, f in futures.items()}
     return d, done
 
@@ -130,7 +142,7 @@ def load(d: Path, name: str) -> dict:
     return json.loads((d / f"{name}.json").read_text())
 
 
-@pytest.mark.parametrize("mode", MODES + ["all"])
+@pytest.mark.parametrize("mode", list(TABLES))
 def test_every_mode_runs_and_writes_valid_json(runs, mode):
     d, done = runs
     r = done[mode]
@@ -139,14 +151,14 @@ def test_every_mode_runs_and_writes_valid_json(runs, mode):
     doc = load(d, mode)
     check_schema(doc)
     ids = [t["id"] for t in doc["tables"]]
-    assert ids == (MODES if mode == "all" else [mode])
+    assert ids == TABLES[mode]
     assert doc["mode"] == mode
     # stdout (not a terminal): Markdown tables stating machine, versions, repetitions, command
     assert "Machine: " in r.stdout and "pynini 2.1.7" in r.stdout and "medians of 3 runs" in r.stdout
     assert "Command: `tokfst bench " in r.stdout and "| --- |" in r.stdout
 
 
-@pytest.mark.parametrize("mode", MODES + ["all"])
+@pytest.mark.parametrize("mode", list(TABLES))
 def test_internal_checks_pass(runs, mode):
     d, _ = runs
     checks = load(d, mode)["checks"]
@@ -251,9 +263,14 @@ def test_csv_and_plots(runs):
     (["peers", "--plot", "out.svg"], "no scaling table"),
     (["peers", "-e", "(a"], "regex"),
     (["peers", "--tokenizer", "/nonexistent.json"], "tokenizer file not found"),
-    (["peers", "-e", "[0-9]{2}", "--json", "."], "--json . is a directory"),
-    (["table2", "--corpus", str(CORPUS), "--csv", "."], "--csv . is a directory"),
+    (["peers", "-e", "[0-9]{2}", "--json", "."], "json output . is a directory; give a file name to --json"),
+    (["table2", "--corpus", str(CORPUS), "--csv", "."], "csv output . is a directory"),
     (["table1", "--corpus", str(CORPUS), "--timeout", "inf"], "finite"),
+    (["promote", "--plot", "out.svg"], "no scaling table"),
+    (["promote", "--named", "date,nosuch"], "no regex named 'nosuch'"),
+    (["canonical", "--tokenizer", str(BERT)], "is a wordpiece tokenizer; give a BPE tokenizer.json with --tokenizer"),
+    (["maxmatch"], "is a bpe tokenizer; give a WordPiece tokenizer.json with --tokenizer"),
+    (["maxmatch", "--tokenizer", str(BERT), "-e", "(a"], "regex"),
 ])
 def test_bad_input_one_line_exit_2(args, fragment, tmp_path):
     assert_usage_error(args, fragment, tmp_path)
@@ -261,8 +278,7 @@ def test_bad_input_one_line_exit_2(args, fragment, tmp_path):
 
 
 def assert_usage_error(args, fragment: str, cwd: Path, timeout: int = 60) -> None:
-    r = subprocess.run([str(TOKFST), "bench", *map(str, args)], capture_output=True, text=True, timeout=timeout,
-                       cwd=cwd)
+    r = bench(*args, timeout=timeout, cwd=cwd)
     assert r.returncode == 2, r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and fragment in lines[0] and lines[0].startswith("tokfst: error: "), r.stderr
@@ -298,15 +314,17 @@ def test_tokenizer_hf_cannot_read_is_one_line(tmp_path, tiny_tokenizer):
 
 
 def test_repeat_below_three_is_a_usage_error():
-    r = tokfst("table2", "--repeat", "2")
+    r = bench("table2", "--repeat", "2")
     assert r.returncode == 2 and "--repeat" in r.stderr
 
 
 def test_missing_default_corpus_names_the_fix(monkeypatch, tmp_path):
+    """The library names no flag; the command line adds it."""
     monkeypatch.setattr(corpus_mod, "DEFAULT_CORPUS", str(tmp_path / "absent"))
     with pytest.raises(InputError) as e:
         corpus_mod.load_corpus(None)
-    assert "apt-get install python3.11-doc" in e.value.one_line() and "--corpus" in e.value.one_line()
+    assert "apt-get install python3.11-doc" in e.value.one_line() and "--" not in e.value.one_line()
+    assert "apt-get install python3.11-doc" in word(e.value) and "--corpus" in word(e.value)
 
 
 # ---- the inputs ---------------------------------------------------------------------------------
@@ -352,3 +370,78 @@ def test_formatting():
     assert report.fmt_seconds(3e-8) == "30 ns"
     assert report.fmt_cell({"status": "timeout", "limit_s": 600.0}) == ">600 s"
     assert report.fmt({"r": 12345.6}, "r", "ratio") == "12,346x"
+
+
+# ---- promote, canonical, maxmatch ---------------------------------------------------------------
+def test_promote_warm_cold_sizes_and_breakdown(runs):
+    d, _ = runs
+    doc = load(d, "promote")
+    lex, main, steps, cold = doc["tables"]
+    assert [r["tokenizer"] for r in lex["rows"]] == ["tiny"]
+    assert lex["rows"][0]["lexicon_states"] > 0 and lex["rows"][0]["lexicon_arcs"] >= 350
+    assert [r["regex"] for r in main["rows"]] == ["date", "cities"]
+    for r in main["rows"]:
+        assert r["pattern"] == SIX_REGEXES[r["regex"]]
+        assert r["states"] == r["peer_states"] and r["arcs"] == r["peer_arcs"] and r["peer_equivalent"] is True
+        assert r["masks"] <= r["states"] and r["shared"] <= r["states"]
+        assert r["cold"]["status"] == "ok" and len(r["cold"]["runs_s"]) == 3
+        assert r["cold_empty"]["status"] == "ok" and isinstance(r["cold_ok"], bool)
+    assert [r["regex"] for r in steps["rows"]] == ["date", "cities"]
+    assert all(r["compose_states"] > 0 for r in steps["rows"])
+    assert len(cold["rows"]) == 1 and cold["rows"][0]["regex"] in ("date", "cities")
+    names = [c["name"] for c in doc["checks"]]
+    assert len(names) == 6 and all(c["passed"] is True for c in doc["checks"])
+    assert doc["settings"]["cold_repeat"] == 3
+    assert any(n.startswith("Targets: warm") for n in main["notes"])
+
+
+def test_promote_without_cold_runs(runs):
+    d, _ = runs
+    doc = load(d, "promote_warm")
+    assert [t["id"] for t in doc["tables"]] == ["promote_lexicon", "promote", "promote_steps"]
+    rows = doc["tables"][1]["rows"]
+    assert [(r["tokenizer"], r["regex"]) for r in rows] == [("tiny", "[0-9]{2}"), ("gpt2", "[0-9]{2}")]
+    assert all(r["cold"]["status"] == "skipped" and "cold_ok" not in r for r in rows)
+    assert doc["settings"]["regexes"] == {"[0-9]{2}": "[0-9]{2}"}
+
+
+def test_canonical_compile_check_and_regexes(runs):
+    d, _ = runs
+    toks, regs = load(d, "canonical")["tables"]
+    row = toks["rows"][0]
+    assert row["tokenizer"] == "tiny" and row["vocab"] == 350 and row["artifact_bytes"] > 0 and row["states"] >= 2
+    assert row["check"]["status"] == "ok" and row["hf_check"]["status"] == "ok"
+    assert [r["regex"] for r in regs["rows"]] == ["email", "[0-9]{2}", "(state|token)"]
+    for r in regs["rows"]:
+        assert r["form"] in ("materialized", "factorized")
+        assert (r["form"] == "materialized") == (r["materialized"]["status"] == "ok") == ("states" in r)
+        assert r["factorized"]["status"] == "ok" and r["mask"]["status"] == "ok"
+    checks = load(d, "canonical")["checks"]
+    assert [c["name"] for c in checks] == ["canonical tiny: banned pairs = HF's model.tokenize on 100,000 pairs"]
+
+
+def test_maxmatch_product_equals_composition(runs):
+    d, _ = runs
+    doc = load(d, "maxmatch")
+    comp, regs = doc["tables"]
+    row = comp["rows"][0]
+    assert row["tokenizer"] == "bert-base-uncased" and row["vocab"] == 30522
+    assert row["states"] > 0 and row["arcs"] > row["states"] and row["compile"]["status"] == "ok"
+    by = {r["regex"]: r for r in regs["rows"]}
+    assert list(by) == ["cities", "email", "[0-9]{2}"]
+    assert by["email"]["form"] == "factorized" and by["email"]["mask_tokens"] > 1000
+    for name in ("cities", "[0-9]{2}"):
+        assert by[name]["form"] == "materialized" and by[name]["equal"] is True
+    assert 0 < by["cities"]["mask_tokens"] < 100
+    names = [c["name"] for c in doc["checks"]]
+    assert names[0].startswith("maxmatch bert-base-uncased: the CLI's T_Aho") and len(names) == 3
+
+
+def test_catalogue_is_the_one_regex_set():
+    assert SIX_REGEXES == catalogue.FOUNDATION
+    assert list(catalogue.six()) == ["decimal", "json", "date", "email", "cities", "words100"]
+    assert list(catalogue.default_set()) == list(catalogue.six()) + ["pokedex"]
+    assert list(catalogue.maxmatch_set()) == list(catalogue.six()) + ["words4", "punct", "accents"]
+    assert catalogue.six()["words100"] == "(" + "|".join(catalogue.words100()) + ")"
+    assert len(set(catalogue.words100())) == 100
+

@@ -1,5 +1,8 @@
 """Canonical MaxMatch on the command line (issue #4): compile-maxmatch, promote --canonical on BERT,
-canonical-check for WordPiece; OpenFst tools read the results; errors are one line with exit 2."""
+canonical-check for WordPiece; OpenFst tools read the results; errors are one line with exit 2.
+
+The installed console script runs as concurrent subprocesses (tests.runner.run_many) on a fresh
+cache, so that errors are also checked for colour codes as a real pipe receives them."""
 
 from __future__ import annotations
 
@@ -8,24 +11,24 @@ import json
 import pynini
 import pytest
 
-from tokfst_cli import wordpiece
+from tokfst_cli.maxmatch import factorized, product
 from tokfst_cli.errors import InputError
 from tokfst_cli.regex import compile_regex
 
-from .conftest import TOKENIZERS, real
-from .helpers import SIX_REGEXES
-from .test_cli import ANSI, make_env, run_many, tool
+from ..conftest import TOKENIZER
+from ..helpers import SIX_REGEXES
+from ..runner import ANSI, make_env, run_many, tool
 
-BERT = str(TOKENIZERS["bert"])
+BERT = TOKENIZER.arg("bert")
 DATE = SIX_REGEXES["date"]
 WORDS = r"[a-z]+( [a-z]+){0,3}"
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def runs(tmp_path_factory, tokenizer):
     d = tmp_path_factory.mktemp("wp-cli")
     env = make_env(d / "cache")
-    model, _, hf = real("bert")
+    model, hf = tokenizer("bert"), tokenizer.hf("bert")
     hf.no_padding()
     hf.no_truncation()
     texts = ["Hello, World! unaffable", "naïve café 中文", "x" * 120, ""]
@@ -63,7 +66,7 @@ def one_line_error(r, rc: int) -> None:
     assert b"Traceback" not in r.err and not ANSI.search(r.err)
 
 
-def test_compile_maxmatch_writes_an_fst_the_openfst_tools_read(runs):
+def test_compile_maxmatch_writes_an_fst_the_openfst_tools_read(runs, tokenizer):
     d, r = runs
     assert r["taho"].rc == 0, r["taho"].err
     info = tool("fstinfo", d / "taho.fst")
@@ -72,24 +75,24 @@ def test_compile_maxmatch_writes_an_fst_the_openfst_tools_read(runs):
     fst = pynini.Fst.read(str(d / "taho.fst"))
     stats = json.loads(r["info"].out)
     assert stats["states"] == fst.num_states() and stats["arcs"] > stats["states"]
-    assert stats["fingerprint"] == real("bert")[0].fingerprint
+    assert stats["fingerprint"] == tokenizer("bert").fingerprint
     one_line_error(r["gpt2"], 2)
     assert not (d / "x.fst").exists()
 
 
-def test_promote_canonical_date_fst_and_aho_agree(runs):
+def test_promote_canonical_date_fst_and_aho_agree(runs, tokenizer):
     d, r = runs
     for key in ("date", "date-aho", "date-index"):
         assert r[key].rc == 0, r[key].err
     assert tool("fstinfo", d / "date.fst").returncode == 0
     a, b = pynini.Fst.read(str(d / "date.fst")), pynini.Fst.read(str(d / "date-aho.fst"))
     assert pynini.equivalent(a, b)
-    model = real("bert")[0]
-    m = wordpiece.canonical_machine(model, compile_regex(DATE).fst, 10_000)
-    assert pynini.equivalent(a, wordpiece.materialize(m, 10_000, 1_000_000))
+    model = tokenizer("bert")
+    m = product.canonical_machine(model, compile_regex(DATE).fst, 10_000)
+    assert pynini.equivalent(a, product.materialize(m, 10_000, 1_000_000))
     index = json.loads((d / "date.json").read_text())
     assert index["stats"]["states"] == a.num_states() and index["format"] == "tokfst-index"
-    hf = real("bert")[2]
+    hf = tokenizer.hf("bert")
     ids = hf.encode("2024-01-15", add_special_tokens=False).ids
     s = a.start()
     for t in ids:
@@ -97,24 +100,24 @@ def test_promote_canonical_date_fst_and_aho_agree(runs):
     assert a.final(s) != pynini.Weight.zero(a.weight_type())
 
 
-def test_free_text_needs_the_factorized_form(runs):
+def test_free_text_needs_the_factorized_form(runs, tokenizer):
     d, r = runs
     one_line_error(r["words-fst"], 1)
     assert "--format index" in r["words-fst"].err_lines[0]
     assert not (d / "words.fst").exists()
     assert r["words-index"].rc == 0 and "factorized" in r["words-index"].err.decode()
-    model, _, hf = real("bert")
-    loaded = wordpiece.load(str(d / "words.tfz"), model)
-    fresh = wordpiece.canonical_machine(model, compile_regex(WORDS).fst, 10_000)
-    assert (loaded.mask(loaded.initial) == fresh.mask(fresh.initial)).all()
+    model, hf = tokenizer("bert"), tokenizer.hf("bert")
+    loaded = factorized.load(str(d / "words.tfz"), model)
+    fresh = product.canonical_machine(model, compile_regex(WORDS).fst, 10_000)
+    assert (loaded.mask(loaded.initial()) == fresh.mask(fresh.initial())).all()
     assert loaded.accepts(hf.encode("the unaffable fox", add_special_tokens=False).ids)
     assert not loaded.accepts(hf.encode("the unaffable fox.", add_special_tokens=False).ids)
     data = (d / "words.tfz").read_bytes()
     (d / "cut.tfz").write_bytes(data[:-50])
     with pytest.raises(InputError, match="truncated or damaged"):
-        wordpiece.load(str(d / "cut.tfz"), model)
+        factorized.load(str(d / "cut.tfz"), model)
     with pytest.raises(InputError, match="another tokenizer"):
-        wordpiece.load(str(d / "words.tfz"), real("gpt2")[0])
+        factorized.load(str(d / "words.tfz"), tokenizer("gpt2"))
 
 
 def test_bad_method_and_foreign_artifact_are_usage_errors(runs):
@@ -131,14 +134,14 @@ def test_aho_route_refuses_free_text_before_exhausting_memory(runs):
     assert not (d / "free.fst").exists()
 
 
-def test_canonical_check_wordpiece(runs):
+def test_canonical_check_wordpiece(runs, tokenizer):
     _, r = runs
     assert r["check-ok"].rc == 0, r["check-ok"].err
     assert r["check-ok"].out.decode().count("canonical\t") == 4
     assert r["check-bad"].rc == 1
     recs = [json.loads(line) for line in r["check-bad"].out.decode().splitlines()]
     assert [rec["canonical"] for rec in recs] == [True, True, True, True, False]
-    model = real("bert")[0]
+    model = tokenizer("bert")
     assert recs[-1]["index"] == 1 and "longest match" in recs[-1]["reason"]
     assert [model.tokens[i] for i in recs[-1]["canonical_tokens"]] == ["una", "##ffa", "##ble"]
     assert r["check-text"].rc == 0 and r["check-text"].out.decode().startswith("canonical\thello")

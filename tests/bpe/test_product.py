@@ -3,26 +3,25 @@
 from __future__ import annotations
 
 import random
-import subprocess
 
 import numpy as np
 import pynini
 import pytest
 
 from tokfst_cli import tokenizer as tokmod
-from tokfst_cli.bpe import factorized, implicit
+from tokfst_cli.bpe import implicit
 from tokfst_cli.bpe.explicit import explicit_automaton
 from tokfst_cli.bpe.gadgets import canonical_automaton, promote_gadgets
 from tokfst_cli.bpe.product import factorize, materialize
 from tokfst_cli.bpe.canonical import model_text
-from tokfst_cli.bpe.reference import HfReference
+from tokfst_cli.reference import HfReference
 from tokfst_cli.promote import promote
 from tokfst_cli.regex import compile_regex
 from tokfst_cli.lexicon import build as build_lexicon
 
-from .conftest import TOKENIZERS, real, words100
-from .helpers import SIX_REGEXES, distance_to_final, accepts, add_words_regex, finals, fullmatch, sample_paths, transitions
-from .test_bpe_canonical import _synthetic, _train, compiled
+from ..conftest import words100
+from ..helpers import SIX_REGEXES, distance_to_final, accepts, add_words_regex, finals, fullmatch, sample_paths, transitions
+from .common import compiled, synthetic_tokenizer, trained_tokenizer
 
 REGEXES = add_words_regex(SIX_REGEXES, words100())
 MATERIALIZED = ["decimal", "json", "date", "cities", "words100"]
@@ -31,9 +30,9 @@ N = 500
 
 @pytest.mark.parametrize("tok", ["gpt2", "llama2"])
 @pytest.mark.parametrize("name", MATERIALIZED)
-def test_materialized_canonical_automaton_is_hf(tok, name):
+def test_materialized_canonical_automaton_is_hf(tokenizer, tok, name):
     model, imp, _ = compiled(tok)
-    _, lex, _ = real(tok)
+    lex = tokenizer.lexicon(tok)
     ref = HfReference(model)
     automaton = compile_regex(REGEXES[name])
     canon = materialize(promote(model, automaton, lex).fst, imp)
@@ -48,10 +47,10 @@ def test_materialized_canonical_automaton_is_hf(tok, name):
 
 
 @pytest.mark.parametrize("tok", ["gpt2", "llama2"])
-def test_factorized_form_for_free_text(tok):
+def test_factorized_form_for_free_text(tokenizer, tok):
     """The e-mail regex is too big to materialize: walk the factorized form instead."""
     model, imp, _ = compiled(tok)
-    _, lex, _ = real(tok)
+    lex = tokenizer.lexicon(tok)
     ref = HfReference(model)
     automaton = compile_regex(REGEXES["email"])
     fz = factorize(promote(model, automaton, lex).fst, imp)
@@ -94,9 +93,9 @@ def _distance_to_final(fz) -> np.ndarray:
 
 def _small_cases(tmp_path):
     for ignore in (False, True):
-        yield tokmod.load(_synthetic(tmp_path, ignore)), ["(ab|ba)+c?", "[abc]{1,6}", "(x|y|z)+", "bca|b?ca", "(?s).*"]
+        yield tokmod.load(synthetic_tokenizer(tmp_path, ignore)), ["(ab|ba)+c?", "[abc]{1,6}", "(x|y|z)+", "bca|b?ca", "(?s).*"]
     for opts in ({}, {"end_of_word_suffix": "</w>"}, {"continuing_subword_prefix": "##"}, {"ignore_merges": True}):
-        path = _train(tmp_path, 300, **opts)
+        path = trained_tokenizer(tmp_path, 300, **opts)
         yield tokmod.load(path), list(REGEXES.values()) + ["(?s).{0,4}", "[a-z]+"]
 
 
@@ -170,55 +169,3 @@ def _expand(fz) -> pynini.Fst:
                 queue.append(nxt)
             f.add_arc(ids[st], pynini.Arc(t + 1, t + 1, one, ids[nxt]))
     return f.connect().minimize()
-
-
-def test_cli_methods_and_forms_agree(tmp_path):
-    """promote --canonical --method implicit|precomputed|gadgets and compile-bpe --form fst|gadgets."""
-    path = _synthetic(tmp_path, False)
-    fsts = {}
-    for method in ("implicit", "precomputed", "gadgets"):
-        out = tmp_path / f"{method}.fst"
-        r = subprocess.run(["tokfst", "promote", path, "-e", "(ab|ba)+c?", "--canonical", "--method", method,
-                            str(out)], capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr
-        fsts[method] = pynini.Fst.read(str(out))
-    assert pynini.equivalent(fsts["implicit"], fsts["precomputed"])
-    assert pynini.equivalent(fsts["implicit"], fsts["gadgets"])
-    for form in ("fst", "gadgets"):
-        r = subprocess.run(["tokfst", "compile-bpe", path, str(tmp_path / f"a-{form}.fst"), "--form", form],
-                           capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr
-    assert pynini.equivalent(pynini.Fst.read(str(tmp_path / "a-fst.fst")),
-                             pynini.Fst.read(str(tmp_path / "a-gadgets.fst")))
-
-
-def test_cli_canonical_forms(tmp_path):
-    gpt2 = str(TOKENIZERS["gpt2"])
-    out = tmp_path / "d.fst"
-    r = subprocess.run(["tokfst", "promote", gpt2, "-e", REGEXES["date"], "--canonical", str(out)],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    r = subprocess.run(["fstinfo", str(out)], capture_output=True, text=True)
-    assert r.returncode == 0
-    fac = tmp_path / "e.fac"
-    r = subprocess.run(["tokfst", "promote", gpt2, "-e", REGEXES["email"], "--canonical", "--format", "index",
-                        str(fac)], capture_output=True, text=True)
-    assert r.returncode == 0 and "factorized" in r.stderr
-    model, imp, _ = compiled("gpt2")
-    fz = factorized.load(str(fac), model)
-    ref = HfReference(model)
-    state = fz.initial()
-    for t in ref.tokenize_text("john.doe@example.com"):
-        state = fz.advance(state, t)
-    assert fz.is_final(state)
-    bad = tmp_path / "bad.fst"
-    r = subprocess.run(["tokfst", "promote", gpt2, "-e", "[a-z]+", "--canonical", str(bad), "--max-arcs", "50000"],
-                       capture_output=True, text=True)
-    assert r.returncode == 1 and "--format index" in r.stderr and not bad.exists()
-    r = subprocess.run(["tokfst", "promote", str(TOKENIZERS["bert"]), "-e", "abc", "--canonical", "--method", "gadgets",
-                        str(bad)], capture_output=True, text=True)
-    assert r.returncode == 2 and "not for wordpiece" in r.stderr and not bad.exists()
-    trunc = tmp_path / "t.fac"
-    trunc.write_bytes(fac.read_bytes()[:-100])
-    with pytest.raises(Exception, match="damaged|truncated"):
-        factorized.load(str(trunc), model)

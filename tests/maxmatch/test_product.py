@@ -13,15 +13,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
-from tokfst_cli import preprocess, wordpiece, wordtext
-from tokfst_cli.aho import compiled, maxmatch_promote
+from tokfst_cli.maxmatch import preprocess, wordtext
+from tokfst_cli.maxmatch import product as wordpiece
+from tokfst_cli.maxmatch.composition import compiled, maxmatch_promote
 from tokfst_cli.fsts import linear, text_acceptor
-from tokfst_cli.preprocess import MARKER, UNKSYM
+from tokfst_cli.symbols import MARKER, UNKSYM
 from tokfst_cli.regex import compile_regex
 from tokfst_cli.tokenizer import from_json
 
-from .conftest import real, words100
-from .helpers import SIX_REGEXES, add_words_regex, distance_to_final, enumerate_paths, sample_paths
+from ..conftest import real, words100
+from ..helpers import SIX_REGEXES, add_words_regex, distance_to_final, enumerate_paths, sample_paths
 
 EXTRA = {
     "words4": r"[a-z]+( [a-z]+){0,3}",
@@ -70,7 +71,7 @@ def count_accepted(m: wordpiece.Canonical, hf: Tokenizer, words: list[str]) -> i
             return memo[key]
         total = 0
         if p == 0 and i in unk_words:
-            nxt = m.advance(state, pc.unk)
+            nxt = m.step(state, pc.unk)[0]
             if nxt is not None:
                 total += go(i + 1, 0, nxt)
         node = 0 if p == 0 else 1
@@ -80,13 +81,13 @@ def count_accepted(m: wordpiece.Canonical, hf: Tokenizer, words: list[str]) -> i
                 break
             t = pc.token[node]
             if t >= 0:
-                nxt = m.advance(state, t)
+                nxt = m.step(state, t)[0]
                 if nxt is not None:
                     total += go(i + 1, 0, nxt) if q + 1 == len(data[i]) else go(i, q + 1, nxt)
         memo[key] = total
         return total
 
-    return go(0, 0, m.initial)
+    return go(0, 0, m.initial())
 
 
 def sample_token_paths(m: wordpiece.Canonical, n: int, seed: int) -> list[list[int]]:
@@ -98,7 +99,7 @@ def sample_token_paths(m: wordpiece.Canonical, n: int, seed: int) -> list[list[i
     dist = distance_to_final(succ, {s for s in m.text.states() if m.finals[s]})
     out: list[list[int]] = []
     while len(out) < n:
-        state, path = m.initial, []
+        state, path = m.initial(), []
         while True:
             if m.is_final(state) and (rng.random() < 0.3 or len(path) > 12):
                 out.append(path)
@@ -175,10 +176,10 @@ def test_preprocessing_transducer_matches_tables(text):
     assert outputs == {tuple(expected)}
 
 
-def test_unmodelled_configurations_are_refused():
+def test_unmodelled_configurations_are_refused(tokenizer):
     model, _ = bert()
     for key, spec in (("normalizer", {"type": "NFKC"}), ("pre_tokenizer", {"type": "Metaspace"})):
-        other = from_json({**json.loads(real("bert")[2].to_str()), key: spec})
+        other = from_json({**json.loads(tokenizer.hf("bert").to_str()), key: spec})
         with pytest.raises(Exception) as e:
             preprocess.check_supported(other)
         assert "not modelled" in str(e.value)

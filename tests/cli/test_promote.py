@@ -1,25 +1,24 @@
-"""The installed ``tokfst`` console script, run as a subprocess.
+"""``tokfst promote`` on the command line, and what every command shares: output and errors.
 
-Covers: help and usage errors; ``promote`` output read back by the OpenFst tools,
-stdout vs OUT, -e vs -f FILE vs -f -, symbol table names and labels (checked against HF's
-vocabulary); the JSON index against its documented schema and against the .fst of the same
-arguments; the lexicon cache (reuse, corrupt entries); bad input (exit code, one stderr line,
-nothing left behind, tracebacks only with --debug); no ANSI codes without a terminal or with
-NO_COLOR.
+Covers: ``promote`` output read back by the OpenFst tools, stdout vs OUT, -e vs -f FILE vs -f -,
+symbol table names and labels (checked against HF's vocabulary); the JSON index against its
+documented schema and against the .fst of the same arguments; the lexicon cache (reuse, corrupt
+entries); bad input (exit code, one stderr line, nothing left behind, tracebacks only with
+--debug); no ANSI codes without a terminal or with NO_COLOR.
 
-Subprocesses that do not depend on each other run concurrently to keep the file fast.
+Which runner (tests/runner.py): the installed console script (``tokfst``, concurrently with
+``run_many``) where the test is about the process: TOKFST_CACHE shared by concurrent runs, bad
+input whose stderr must be exactly one line (OpenFst's own "ERROR:" lines go to file descriptor 2
+and only a subprocess captures them) and free of colour codes as rich decides for a real pipe,
+NO_COLOR, a terminal; in process (``run``) for the rest.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import pty
 import re
-import subprocess
-import sys
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,95 +30,17 @@ from tokenizers import Tokenizer, models
 from tokfst_cli import index as index_mod
 from tokfst_cli import symbols
 
-from .conftest import TOKENIZERS, real
-from .helpers import SIX_REGEXES
+from ..conftest import TOKENIZER
+from ..helpers import SIX_REGEXES
+from ..runner import ANSI, SGR, make_env, run, run_many, tokfst_on_a_tty, tool
 
-TOKFST = Path(sys.executable).with_name("tokfst")
-SUBCOMMANDS = ["compile-bpe", "compile-maxmatch", "promote", "canonical-check", "draw", "bench"]
 REAL = ["gpt2", "llama2", "bert"]
-TOK_ARG = {"gpt2": "gpt2", "llama2": str(TOKENIZERS["llama2"]), "bert": str(TOKENIZERS["bert"])}
+TOK_ARG = {t: TOKENIZER.arg(t) for t in REAL}
 PATTERN = SIX_REGEXES["date"]
-ANSI = re.compile(rb"\x1b")
-SGR = re.compile(rb"\x1b\[[0-9;]*m")
-COLOR_VARS = ("NO_COLOR", "FORCE_COLOR", "CLICOLOR_FORCE", "TTY_COMPATIBLE", "TTY_INTERACTIVE")
-
-
-@dataclass
-class Run:
-    args: tuple
-    rc: int
-    out: bytes
-    err: bytes
-
-    @property
-    def err_lines(self) -> list[str]:
-        return self.err.decode("utf-8", "replace").splitlines()
-
-
-def make_env(cache: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in COLOR_VARS}
-    env["TOKFST_CACHE"] = str(cache)
-    env.update(extra)
-    return env
-
-
-def tokfst(*args, env: dict, stdin: bytes | None = None, cwd: Path | None = None) -> Run:
-    assert TOKFST.is_file(), f"the console script is not installed at {TOKFST}"
-    p = subprocess.run([str(TOKFST), *map(str, args)], input=stdin if stdin is not None else b"",
-                       capture_output=True, env=env, cwd=cwd, timeout=120)
-    return Run(tuple(args), p.returncode, p.stdout, p.stderr)
-
-
-def run_many(jobs: dict, workers: int = 3) -> dict:
-    """{key: (args, kwargs)} -> {key: Run}, run concurrently."""
-    with ThreadPoolExecutor(workers) as pool:
-        futures = {k: pool.submit(tokfst, *a, **kw) for k, (a, kw) in jobs.items()}
-        return {k: f.result() for k, f in futures.items()}
-
-
-def tool(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([str(a) for a in args], capture_output=True, timeout=120)
 
 
 def file_stats(d: Path) -> dict[str, tuple[int, int]]:
     return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in d.iterdir()}
-
-
-# --- help and usage errors ------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def help_runs(tmp_path_factory):
-    env = make_env(tmp_path_factory.mktemp("help-cache"))
-    jobs = {"root": (("--help",), {"env": env})}
-    jobs.update({("help", c): ((c, "--help"), {"env": env}) for c in SUBCOMMANDS})
-    jobs.update({("bare", c): ((c,), {"env": env}) for c in ("compile-maxmatch", "promote", "canonical-check")})
-    return run_many(jobs)
-
-
-def test_root_help_lists_the_six_subcommands(help_runs):
-    r = help_runs["root"]
-    assert r.rc == 0 and not r.err
-    text = r.out.decode()
-    section = text.split("Commands:", 1)[1]
-    listed = [m.group(1) for m in re.finditer(r"^  (\S+)\s", section, re.M)]
-    assert sorted(listed) == sorted(SUBCOMMANDS)
-
-
-@pytest.mark.parametrize("cmd", SUBCOMMANDS)
-def test_subcommand_help(help_runs, cmd):
-    r = help_runs[("help", cmd)]
-    assert r.rc == 0, r.err
-    assert f"tokfst {cmd}" in r.out.decode()
-    assert not r.err
-
-
-@pytest.mark.parametrize("cmd", ["compile-maxmatch", "promote", "canonical-check"])
-def test_missing_tokenizer_is_a_usage_error(help_runs, cmd):
-    r = help_runs[("bare", cmd)]
-    assert r.rc == 2
-    assert r.out == b""
-    assert b"TOKENIZER" in r.err
-    assert b"Traceback" not in r.err and not ANSI.search(r.err)
 
 
 # --- promote on the real tokenizers -----------------------------------------------------------
@@ -198,8 +119,8 @@ def test_regex_file_and_stdin_equal_dash_e(promoted, tok):
 
 
 @pytest.mark.parametrize("tok", REAL)
-def test_symbol_tables_are_named_by_fingerprint(promoted, tok):
-    model = real(tok)[0]
+def test_symbol_tables_are_named_by_fingerprint(promoted, tokenizer, tok):
+    model = tokenizer(tok)
     info = tool("fstinfo", promoted.fst(tok)).stdout.decode()
     tables = dict(re.findall(r"^(input|output) symbol table\s+(\S+)$", info, re.M))
     expected = f"tokfst-tokens-{model.fingerprint[:16]}"
@@ -207,8 +128,8 @@ def test_symbol_tables_are_named_by_fingerprint(promoted, tok):
 
 
 @pytest.mark.parametrize("tok", REAL)
-def test_labels_are_token_ids_plus_one(promoted, tok):
-    _, _, hf = real(tok)
+def test_labels_are_token_ids_plus_one(promoted, tokenizer, tok):
+    hf = tokenizer.hf(tok)
     named = tool("fstprint", promoted.fst(tok)).stdout.decode("utf-8").splitlines()
     numeric = tool("fstprint", "--numeric=true", promoted.fst(tok)).stdout.decode().splitlines()
     assert len(named) == len(numeric)
@@ -257,7 +178,7 @@ def test_the_docstring_schema_parses():
 
 
 @pytest.mark.parametrize("tok", REAL)
-def test_index_follows_the_documented_schema(promoted, tok):
+def test_index_follows_the_documented_schema(promoted, tokenizer, tok):
     assert promoted.runs[(tok, "index")].out == b""
     idx = json.loads(promoted.index(tok).read_text(encoding="utf-8"))
     schema = documented_schema()
@@ -267,7 +188,7 @@ def test_index_follows_the_documented_schema(promoted, tok):
     assert set(idx["tokenizer"]) == schema["nested"]["tokenizer"]
     assert set(idx["stats"]) == schema["nested"]["stats"]
     assert all(set(st) == schema["nested"]["states"] for st in idx["states"])
-    model, _, hf = real(tok)
+    model, hf = tokenizer(tok), tokenizer.hf(tok)
     assert idx["tokenizer"]["fingerprint"] == model.fingerprint
     assert idx["tokenizer"]["vocab_size"] == hf.get_vocab_size()
     assert idx["regex"] == PATTERN
@@ -313,8 +234,8 @@ def test_index_agrees_with_the_fst(promoted, tok):
 
 # --- the lexicon cache ------------------------------------------------------------------------
 
-def test_lexicon_cache_is_written_once_and_reused(promoted):
-    fingerprints = {t: real(t)[0].fingerprint for t in REAL}
+def test_lexicon_cache_is_written_once_and_reused(promoted, tokenizer):
+    fingerprints = {t: tokenizer(t).fingerprint for t in REAL}
     names = sorted(promoted.cold_cache)
     assert len(names) == len(REAL)  # one entry per tokenizer, no temp files
     for t, fp in fingerprints.items():
@@ -323,9 +244,10 @@ def test_lexicon_cache_is_written_once_and_reused(promoted):
     assert promoted.warm_cache == promoted.cold_cache
 
 
-def test_no_cache_writes_no_cache_file(tmp_path):
+def test_no_cache_writes_no_cache_file(tmp_path, monkeypatch):
     cache = tmp_path / "cache"
-    r = tokfst("promote", TOK_ARG["bert"], tmp_path / "x.fst", "-e", "ab+", "--no-cache", env=make_env(cache))
+    monkeypatch.setenv("TOKFST_CACHE", str(cache))  # read when the cache is used, so in process too
+    r = run("promote", TOK_ARG["bert"], tmp_path / "x.fst", "-e", "ab+", "--no-cache")
     assert r.rc == 0, r.err
     assert not cache.exists() or not list(cache.iterdir())
 
@@ -334,9 +256,9 @@ DAMAGE = ("garbage", "empty", "truncated")
 
 
 @pytest.fixture(scope="module")
-def damaged(promoted, tmp_path_factory):
+def damaged(promoted, tmp_path_factory, tokenizer):
     """Promote BERT once per kind of damage done to its cached lexicon."""
-    fp = real("bert")[0].fingerprint
+    fp = tokenizer("bert").fingerprint
     (good,) = [p for p in promoted.cache.iterdir() if fp in p.name]
     data = good.read_bytes()
     jobs, dirs = {}, {}
@@ -440,20 +362,19 @@ def test_debug_shows_a_traceback(bad_runs, name):
     assert list(dirs[(name, True, "fst")].iterdir()) == []
 
 
-def test_existing_out_is_untouched_on_error(inputs, tmp_path, promoted):
+def test_existing_out_is_untouched_on_error(inputs, tmp_path, monkeypatch):
     out = tmp_path / "keep.fst"
     out.write_bytes(b"previous contents")
     before = out.stat().st_ino
-    r = tokfst("promote", inputs / "small.json", out, "--max-states", "2", "-e", "[a-z]{3}-[0-9]{3}",
-               env=make_env(promoted.cache), cwd=tmp_path)
+    monkeypatch.chdir(tmp_path)
+    r = run("promote", inputs / "small.json", out, "--max-states", "2", "-e", "[a-z]{3}-[0-9]{3}")
     assert r.rc == 1 and len(r.err_lines) == 1
     assert out.read_bytes() == b"previous contents" and out.stat().st_ino == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.fst"]
 
 
-def test_missing_out_directory_is_not_created_on_error(inputs, tmp_path, promoted):
-    r = tokfst("promote", inputs / "small.json", tmp_path / "new" / "x.fst", "-e", "(?<=a)b",
-               env=make_env(promoted.cache))
+def test_missing_out_directory_is_not_created_on_error(inputs, tmp_path):
+    r = run("promote", inputs / "small.json", tmp_path / "new" / "x.fst", "-e", "(?<=a)b")
     assert r.rc == 2
     assert not (tmp_path / "new").exists()
 
@@ -478,32 +399,14 @@ def test_no_ansi_codes_on_a_pipe(inputs, tmp_path, promoted):
         assert not ANSI.search(r.err), (k, r.err)
 
 
-def _stderr_on_a_tty(args, env) -> tuple[int, bytes]:
-    master, slave = pty.openpty()
-    try:
-        p = subprocess.run([str(TOKFST), *map(str, args)], stdin=subprocess.DEVNULL,
-                           stdout=subprocess.DEVNULL, stderr=slave, env=env, timeout=120)
-    finally:
-        os.close(slave)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(master)
-    return p.returncode, b"".join(chunks)
-
-
 def test_no_color_on_a_terminal(inputs, promoted):
     args = ("promote", inputs / "small.json", "-e", "[0-9]{3}", "-v", "--format", "index")
     env = make_env(promoted.cache, TERM="xterm-256color")
-    rc, coloured = _stderr_on_a_tty(args, env)
+    r = tokfst_on_a_tty(*args, env=env)
+    rc, coloured = r.rc, r.err
     assert rc == 0
     assert SGR.search(coloured)  # control: on a terminal the spinner is coloured ...
-    rc, plain = _stderr_on_a_tty(args, {**env, "NO_COLOR": "1"})
+    r = tokfst_on_a_tty(*args, env={**env, "NO_COLOR": "1"})
+    rc, plain = r.rc, r.err
     assert rc == 0 and b"states" in plain
     assert not SGR.search(plain)  # ... and NO_COLOR removes every colour code

@@ -14,9 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer, models, pre_tokenizers
 
-from tokfst_cli.maxmatch import (
-    MARKER,
-    UNKSYM,
+from tokfst_cli.symbols import MARKER, UNKSYM
+from tokfst_cli.maxmatch.taho import (
     Tries,
     domain_acceptor,
     maxmatch_transducer,
@@ -25,9 +24,8 @@ from tokfst_cli.maxmatch import (
     tokenize_labels,
     tokenize_word,
 )
-from tokfst_cli.tokenizer import TokenizerModel, from_json, load
+from tokfst_cli.tokenizer import TokenizerModel, from_json
 
-from .conftest import TOKENIZERS
 
 ALPHABET = "abcé"
 MAX_CHARS = 5  # max_input_chars_per_word of the small models: longer words are [UNK] (UNKSYM)
@@ -192,10 +190,10 @@ def test_unk_whole_word():
 # --- BERT ------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def bert() -> tuple[Tokenizer, TokenizerModel, pynini.Fst, pynini.Fst]:
+def bert(tokenizer) -> tuple[Tokenizer, TokenizerModel, pynini.Fst, pynini.Fst]:
     """bert-base-uncased: HF, the model, T_Aho and the text transducer (a few seconds to build)."""
-    model = load(str(TOKENIZERS["bert"]))
-    hf = Tokenizer.from_file(str(TOKENIZERS["bert"]))
+    model = tokenizer("bert")
+    hf = tokenizer.hf("bert")
     hf.no_padding()
     hf.no_truncation()
     return hf, model, maxmatch_transducer(model), text_transducer(model)

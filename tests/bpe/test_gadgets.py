@@ -27,7 +27,7 @@ from tokfst_cli.errors import EmptyLanguageError, InputError, LimitError
 from tokfst_cli.promote import promote
 from tokfst_cli.regex import compile_regex
 
-from .helpers import (
+from ..helpers import (
     accepts, count_segmentations, finals, hf_model_ids, segmentations, spell, surface_index, transitions,
 )
 

@@ -82,18 +82,18 @@ def test_finite_language_is_exactly_all_segmentations(tok, name):
         assert got == expected and len(got) == total
 
 
-def test_enumeration_runs_on_some_real_finite_language():
+def test_enumeration_runs_on_some_real_finite_language(tokenizer):
     """Guard against the enumeration branch above never running."""
-    model, _, _ = real("gpt2")
+    model = tokenizer("gpt2")
     pieces = surface_index(model)
     assert sum(count_segmentations(w.encode(), pieces) for w in words100()) <= 300_000
 
 
 @pytest.mark.parametrize("name", ["json", "cities"])
-def test_unspellable_languages_are_reported(name):
+def test_unspellable_languages_are_reported(tokenizer, name):
     """An uncased vocabulary cannot spell 'John': tokfst reports the empty language, and HF's
     WordPiece agrees by producing [UNK] for every sampled string's capitalised words."""
-    model, lex, hf = real("bert")
+    model, lex, hf = tokenizer("bert"), tokenizer.lexicon("bert"), tokenizer.hf("bert")
     automaton = compile_regex(REGEXES[name])
     with pytest.raises(EmptyLanguageError):
         promote(model, automaton, lex)
@@ -103,9 +103,9 @@ def test_unspellable_languages_are_reported(name):
 
 
 @pytest.mark.parametrize("tok", ["gpt2", "llama2"])
-def test_result_is_minimal_without_minimize(tok):
+def test_result_is_minimal_without_minimize(tokenizer, tok):
     """Skipping MIN is sound for vocabularies holding every byte (promote's docstring argument)."""
-    model, lex, _ = real(tok)
+    model, lex = tokenizer(tok), tokenizer.lexicon(tok)
     for pattern in list(REGEXES.values()) + [r"[^\"]*", r"(ab|ba)*c?", r".{0,3}x"]:
         automaton = compile_regex(pattern)
         plain = promote(model, automaton, lex)

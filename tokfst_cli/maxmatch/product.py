@@ -1,4 +1,4 @@
-"""Canonical MaxMatch (WordPiece) promotion as a deterministic product (seed 000 Sec. 6.2).
+"""Stages S+C for WordPiece: canonical MaxMatch promotion as a deterministic product (seed 000 Sec. 6.2).
 
 A token sequence of one word, t1 ##t2 ... ##tn, is what HF's WordPiece produces iff every ti
 is the *longest* piece of its kind (word-initial for i = 1, ``##`` after) that is a prefix of
@@ -9,7 +9,7 @@ fails (ti was not the longest match) when it reaches a token node, and is done w
 off the trie or the word ends. This is the failure-link view of LinMaxMatch (Song et al. 2021)
 read backwards: instead of running T_Aho over the text, the product verifies proposed tokens.
 
-The text side is X = MIN(PROJ(A o P o U)) (:mod:`preprocess`, :func:`unk_words`): the
+The text side is X = MIN(PROJ(A o P o U)) (:mod:`.preprocess`, :mod:`.wordtext`): the
 normalized, pre-tokenized language of the regex, words separated by MARKER, with UNKSYM as an
 alternative for every word HF turns into [UNK] (no greedy parse, or too long). The product state
 is (state of X, position: word start / inside a word / after [UNK], pending checks, characters
@@ -26,11 +26,11 @@ import numpy as np
 import pynini
 
 from . import preprocess
-from .artifacts import fst_bytes, fst_from_arrays, pack, unpack
-from .errors import EmptyLanguageError, InputError, LimitError
-from .maxmatch import Tries
-from .preprocess import MARKER, UNKSYM
-from .tokenizer import TokenizerModel
+from ..artifacts import fst_from_arrays
+from ..errors import DisallowedTokenError, EmptyLanguageError, LimitError
+from .taho import Tries
+from ..symbols import MARKER, UNKSYM
+from ..tokenizer import TokenizerModel
 from .wordtext import all_text, longest_word, max_chars, text_automaton
 
 START, IN, CLOSED = 0, 1, 2
@@ -129,7 +129,6 @@ class Canonical:
             self.finals[s] = text.final(s) != zero
         self._readable: dict[tuple[int, int], dict[int, int]] = {}
 
-    @property
     def initial(self) -> State:
         return (self.text.start(), START, (), 0)
 
@@ -271,15 +270,19 @@ class Canonical:
             return None, "the text cannot come out of the normalizer and pre-tokenizer here"
         return self._enter(tid, nx, nc, n), ""
 
-    def advance(self, state: State, tid: int) -> State | None:
-        return self.step(state, tid)[0]
+    def advance(self, state: State, tid: int) -> State:
+        """The state after token tid; DisallowedTokenError if tid is not allowed (see :meth:`step`)."""
+        nxt = self.step(state, tid)[0]
+        if nxt is None:
+            raise DisallowedTokenError(tid, state)
+        return nxt
 
     def is_final(self, state: State) -> bool:
         return bool(self.finals[state[0]])
 
     def first_violation(self, tokens: list[int]) -> tuple[int, str] | None:
         """(index, reason) of the first token that makes the sequence non-canonical, or None."""
-        state: State = self.initial
+        state: State = self.initial()
         for i, t in enumerate(tokens):
             nxt, why = self.step(state, t)
             if nxt is None:
@@ -295,8 +298,8 @@ class Canonical:
 
 def materialize(machine: Canonical, max_states: int, max_arcs: int) -> pynini.Fst:
     """The reachable part of the machine as an OpenFst acceptor, trimmed and minimized."""
-    ids: dict[State, int] = {machine.initial: 0}
-    queue = deque([machine.initial])
+    ids: dict[State, int] = {machine.initial(): 0}
+    queue = deque([machine.initial()])
     src, lab, dst, finals = [], [], [], []
     while queue:
         state = queue.popleft()
@@ -307,15 +310,13 @@ def materialize(machine: Canonical, max_states: int, max_arcs: int) -> pynini.Fs
             if j is None:
                 j = ids[nxt] = len(ids)
                 if j >= max_states:
-                    raise LimitError(f"the canonical automaton has more than --max-states {max_states} states",
-                                     "write the factorized form with --format index, or raise --max-states")
+                    raise LimitError("the canonical automaton", "max_states", max_states, remedy="factorized")
                 queue.append(nxt)
             src.append(sid)
             lab.append(t + 1)
             dst.append(j)
             if len(src) > max_arcs:
-                raise LimitError(f"the canonical automaton has more than --max-arcs {max_arcs} arcs",
-                                 "write the factorized form with --format index, or raise --max-arcs")
+                raise LimitError("the canonical automaton", "max_arcs", max_arcs, remedy="factorized")
     a = np.array(lab, dtype=np.int64)
     fst = fst_from_arrays(len(ids), 0, np.array(finals, dtype=bool), np.array(src, dtype=np.int64), a, a,
                           np.array(dst, dtype=np.int64))
@@ -326,45 +327,19 @@ def materialize(machine: Canonical, max_states: int, max_arcs: int) -> pynini.Fs
     return fst.minimize().arcsort("ilabel")
 
 
-def canonical_machine(model: TokenizerModel, automaton: pynini.Fst, max_states: int) -> Canonical:
-    """The lazy canonical MaxMatch automaton of a byte automaton A (the regex)."""
-    x = text_automaton(model, automaton, max_states)
+def machine_of_text(model: TokenizerModel, x: pynini.Fst) -> Canonical:
+    """The lazy canonical MaxMatch automaton of a text automaton X (stage P's output)."""
     n = max_chars(model)
     longest = longest_word(x)
     return Canonical(model, x, None if longest is not None and longest <= n else n)
+
+
+def canonical_machine(model: TokenizerModel, automaton: pynini.Fst, max_states: int) -> Canonical:
+    """The lazy canonical MaxMatch automaton of a byte automaton A (the regex)."""
+    return machine_of_text(model, text_automaton(model, automaton, max_states))
 
 
 def checker(model: TokenizerModel) -> Canonical:
     """The canonical machine for all text: accepts exactly HF's WordPiece outputs (canonical-check)."""
     preprocess.check_supported(model)  # all_text may come from the cache without building P
     return Canonical(model, all_text(model), max_chars(model))
-
-
-MAGIC = b"TOKFSTWPF\0"
-FORMAT = "tokfst-factorized-maxmatch"
-VERSION = 1
-
-
-def to_bytes(machine: Canonical, model: TokenizerModel, pattern: str) -> bytes:
-    """The factorized form: the text automaton X (OpenFst bytes) and the tokenizer's fingerprint.
-
-    Format ``tokfst-factorized-maxmatch`` v1: magic b"TOKFSTWPF\\0", u32 header length, JSON
-    header (format, version, fingerprint, regex, max_chars, states, sha256), then X as an OpenFst
-    vector file. The pieces' tries are rebuilt from the tokenizer when it is loaded.
-    """
-    header = {"format": FORMAT, "version": VERSION, "fingerprint": model.fingerprint, "regex": pattern,
-              "max_chars": machine.max_chars, "states": machine.text.num_states()}
-    return pack(MAGIC, header, fst_bytes(machine.text))
-
-
-def load(path: str, model: TokenizerModel) -> Canonical:
-    """Read a factorized MaxMatch artifact for ``model``; refuse a damaged or foreign one."""
-    fix = "rebuild it with tokfst promote --canonical --format index"
-    try:
-        data = open(path, "rb").read()
-    except OSError as e:
-        raise InputError(f"cannot read {path}: {e.strerror or e}", fix) from None
-    header, body = unpack(data, MAGIC, FORMAT, VERSION, path, fix)
-    if model.fingerprint != header.get("fingerprint"):
-        raise InputError(f"{path} was built for another tokenizer", "rebuild it for this tokenizer")
-    return Canonical(model, pynini.Fst.read_from_string(body), header.get("max_chars"))

@@ -1,8 +1,8 @@
-"""Canonical BPE (issue #3): the implicit A_BPE and canonical-check against Hugging Face's BPE model.
+"""Canonical BPE (issue #3): the implicit A_BPE, its artifact and explicit form, against Hugging Face's BPE model.
 
 HF's model (``Tokenizer.model.tokenize``, no normalizer or pre-tokenizer) is the oracle: a pair
 (u, v) is allowed iff HF tokenizes text(u) text(v) as [u, v]; a sequence is canonical iff HF
-tokenizes its text as exactly that sequence.
+tokenizes its text as exactly that sequence. (canonical-check on the command line: test_cli.py.)
 """
 
 from __future__ import annotations
@@ -10,32 +10,25 @@ from __future__ import annotations
 import itertools
 import json
 import random
-import subprocess
 from functools import lru_cache
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+from tokenizers import Tokenizer
 
 from tokfst_cli import tokenizer as tokmod
 from tokfst_cli.bpe import implicit
 from tokfst_cli.bpe.canonical import model_text
 from tokfst_cli.bpe.explicit import explicit_automaton
-from tokfst_cli.bpe.reference import HfReference
+from tokfst_cli.reference import HfReference
 from tokfst_cli.errors import InputError
 
-from .conftest import TOKENIZERS, real, words100
-from .helpers import accepts, finals, transitions
-
-REAL = ["gpt2", "llama2"]
-
-
-@lru_cache(maxsize=None)
-def compiled(name: str):
-    model, _, hf = real(name)
-    return model, implicit.compile_implicit(model).attach(model), hf
+from ..conftest import TOKENIZERS, words100
+from ..helpers import accepts, finals, transitions
+from ..runner import run, tool
+from .common import CORPUS, REAL, compiled, normal_tokens, sequences, synthetic_tokenizer, trained_tokenizer
 
 
 @lru_cache(maxsize=None)
@@ -59,12 +52,6 @@ def hf_pairs_banned(name: str, us, vs) -> np.ndarray:
             ids = [t.id for t in hf.model.tokenize(text)]
         out[i] = ids != [us[i], vs[i]]
     return out
-
-
-def normal_tokens(name: str) -> np.ndarray:
-    """Tokens with a model-level text of their own (not special, not byte-fallback)."""
-    _, imp, _ = compiled(name)
-    return np.flatnonzero(imp.allowed & (imp.fb_byte < 0))
 
 
 @pytest.mark.parametrize("name", REAL)
@@ -111,25 +98,10 @@ def test_random_pairs_agree_with_hf(name):
     assert 0.01 < theirs.mean() < 0.9  # the biased sample really exercises banned pairs
 
 
-def _sequences(name: str, n: int, seed: int) -> list[list[int]]:
-    """Half HF tokenizations of random token concatenations (canonical), half random sequences."""
-    model, _, hf = compiled(name)
-    toks = normal_tokens(name)
-    rng = random.Random(seed)
-    out = []
-    for i in range(n):
-        k = rng.randint(2, 6)
-        seq = [int(rng.choice(toks)) for _ in range(k)]
-        if i % 2:
-            seq = [t.id for t in hf.model.tokenize("".join(model.tokens[t] for t in seq))]
-        out.append(seq)
-    return out
-
-
 @pytest.mark.parametrize("name", REAL)
 def test_sequences_agree_with_hf(name):
     model, imp, hf = compiled(name)
-    seqs = _sequences(name, 5000, seed=3)
+    seqs = sequences(name, 5000, seed=3)
     verdicts = imp.check_batch(seqs)
     expected = [[t.id for t in hf.model.tokenize("".join(model.tokens[t] for t in s))] == s for s in seqs]
     assert [v is None for v in verdicts] == expected
@@ -154,45 +126,7 @@ def test_byte_fallback_runs():
     assert imp.first_violation(present) is None and imp.first_violation(as_bytes) is not None
 
 
-@pytest.mark.parametrize("name", REAL)
-def test_canonical_check_cli_agrees(tmp_path, name):
-    model, imp, hf = compiled(name)
-    seqs = _sequences(name, 600, seed=9)
-    src = tmp_path / "seqs.txt"
-    src.write_text("\n".join(" ".join(map(str, s)) for s in seqs) + "\n")
-    art = tmp_path / "a.bpe"
-    art.write_bytes(implicit.to_bytes(imp))
-    path = str(TOKENIZERS[name])
-    r = subprocess.run(["tokfst", "canonical-check", path, str(src), "--json", "--artifact", str(art)],
-                       capture_output=True, text=True)
-    recs = [json.loads(line) for line in r.stdout.splitlines()]
-    expected = [[t.id for t in hf.model.tokenize("".join(model.tokens[t] for t in s))] == s for s in seqs]
-    assert [x["canonical"] for x in recs] == expected
-    assert r.returncode == (0 if all(expected) else 1)
-    for x, s in zip(recs, seqs):
-        if not x["canonical"]:
-            assert x["canonical_tokens"] == [t.id for t in hf.model.tokenize("".join(model.tokens[t] for t in s))]
-    ok = [s for s, e in zip(seqs, expected) if e]
-    src.write_text("\n".join(" ".join(map(str, s)) for s in ok) + "\n")
-    r = subprocess.run(["tokfst", "canonical-check", path, str(src), "-q", "--artifact", str(art)],
-                       capture_output=True, text=True)
-    assert r.returncode == 0 and r.stdout == ""
-
-
-def test_canonical_check_errors(tmp_path):
-    bad = tmp_path / "x.txt"
-    bad.write_text("1 2 notanid\n")
-    r = subprocess.run(["tokfst", "canonical-check", "gpt2", str(bad)], capture_output=True, text=True)
-    assert r.returncode == 2 and "line 1" in r.stderr and len(r.stderr.strip().splitlines()) == 1
-    nfkc = tmp_path / "nfkc.json"  # a WordPiece pipeline tokfst does not model
-    nfkc.write_text(json.dumps({**json.loads(TOKENIZERS["bert"].read_text()), "normalizer": {"type": "NFKC"}}))
-    good = tmp_path / "ok.txt"
-    good.write_text("1 2\n")
-    r = subprocess.run(["tokfst", "canonical-check", str(nfkc), str(good)], capture_output=True, text=True)
-    assert r.returncode == 2 and "not modelled" in r.stderr and len(r.stderr.strip().splitlines()) == 1
-
-
-def test_artifact_round_trip_and_refusals(tmp_path):
+def test_artifact_round_trip_and_refusals(tmp_path, tokenizer):
     model, imp, _ = compiled("llama2")
     data = implicit.to_bytes(imp)
     assert len(data) <= 4_000_000
@@ -202,7 +136,7 @@ def test_artifact_round_trip_and_refusals(tmp_path):
     assert np.array_equal(back.banned(u, v), imp.banned(u, v))
     assert back.info() == imp.info()
     with pytest.raises(InputError, match="built for tokenizer"):
-        implicit.from_bytes(data, real("gpt2")[0].fingerprint)
+        implicit.from_bytes(data, tokenizer("gpt2").fingerprint)
     for cut in (5, 40, len(data) // 2, len(data) - 1):
         with pytest.raises(InputError):
             implicit.from_bytes(data[:cut], model.fingerprint)
@@ -211,53 +145,17 @@ def test_artifact_round_trip_and_refusals(tmp_path):
     with pytest.raises(InputError, match="checksum"):
         implicit.from_bytes(bytes(flipped), model.fingerprint)
     out = tmp_path / "l.bpe"
-    r = subprocess.run(["tokfst", "compile-bpe", str(TOKENIZERS["llama2"]), str(out)], capture_output=True, text=True)
+    r = run("compile-bpe", tokenizer.path("llama2"), out)
     assert r.returncode == 0 and out.read_bytes()[:10] == implicit.MAGIC
-    r = subprocess.run(["tokfst", "compile-bpe", "--info", str(out), "--json"], capture_output=True, text=True)
-    info = json.loads(r.stdout)
+    r = run("compile-bpe", "--info", out, "--json")
+    info = json.loads(r.out.decode())
     assert info["states"] == imp.info()["states"] and info["bytes"] == out.stat().st_size
     out.write_bytes(out.read_bytes()[:1000])
-    r = subprocess.run(["tokfst", "compile-bpe", "--info", str(out)], capture_output=True, text=True)
-    assert r.returncode == 2 and "Traceback" not in r.stderr
+    r = run("compile-bpe", "--info", out)
+    assert r.returncode == 2 and "Traceback" not in r.err.decode()
 
 
 # ---- small tokenizers: trained with HF, and synthetic corner cases -----------------------------
-
-CORPUS = ("the quick brown fox jumps over the lazy dog while the dogs bark at the moon "
-          "banana bandana cabana anagram aaaa aaab abab baba abba cabbage").split()
-
-
-def _train(tmp_path, vocab_size: int, **opts) -> str:
-    tok = Tokenizer(models.BPE(unk_token="[UNK]", **{k: v for k, v in opts.items() if k != "ignore_merges"}))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.train_from_iterator(CORPUS * 20 + words100() * 5, trainers.BpeTrainer(
-        vocab_size=vocab_size, show_progress=False, special_tokens=["[UNK]"], **opts))
-    d = json.loads(tok.to_str())
-    d["model"]["ignore_merges"] = bool(opts.get("ignore_merges"))
-    path = tmp_path / f"t{vocab_size}-{len(opts)}.json"
-    path.write_text(json.dumps(d))
-    return str(path)
-
-
-def _synthetic(tmp_path, ignore_merges: bool) -> str:
-    """Duplicate-result merges, (a, a) merges, ids out of merge order, a merge ranked before its
-    operand's creation, and a repeated pair."""
-    vocab = {"abc": 0, "c": 1, "b": 2, "a": 3, "ab": 4, "bc": 5, "ca": 6, "cab": 7, "bca": 8, "aa": 9, "aaa": 10,
-             "x": 11, "y": 12, "z": 13, "yz": 14, "xyz": 15, "[UNK]": 16}
-    merges = [["x", "yz"], ["a", "b"], ["b", "c"], ["c", "a"], ["a", "a"], ["ab", "c"], ["a", "bc"], ["c", "ab"],
-              ["aa", "a"], ["y", "z"], ["b", "c"]]
-    d = {"version": "1.0", "truncation": None, "padding": None, "normalizer": None, "pre_tokenizer": None,
-         "post_processor": None, "decoder": None,
-         "added_tokens": [{"id": 16, "content": "[UNK]", "single_word": False, "lstrip": False, "rstrip": False,
-                           "normalized": False, "special": True}],
-         "model": {"type": "BPE", "dropout": None, "unk_token": "[UNK]", "continuing_subword_prefix": None,
-                   "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
-                   "ignore_merges": ignore_merges, "vocab": vocab, "merges": merges}}
-    path = tmp_path / f"synthetic-{ignore_merges}.json"
-    path.write_text(json.dumps(d))
-    Tokenizer.from_file(str(path))  # HF accepts it
-    return str(path)
-
 
 def _exhaustive_agreement(path: str, max_len: int, alphabet_limit: int = 14) -> int:
     model = tokmod.load(path)
@@ -277,13 +175,13 @@ def _exhaustive_agreement(path: str, max_len: int, alphabet_limit: int = 14) -> 
 
 @pytest.mark.parametrize("ignore_merges", [False, True])
 def test_synthetic_corner_cases_exhaustively(tmp_path, ignore_merges):
-    assert _exhaustive_agreement(_synthetic(tmp_path, ignore_merges), 4, alphabet_limit=16) > 100
+    assert _exhaustive_agreement(synthetic_tokenizer(tmp_path, ignore_merges), 4, alphabet_limit=16) > 100
 
 
 @pytest.mark.parametrize("opts", [{}, {"end_of_word_suffix": "</w>"}, {"continuing_subword_prefix": "##"},
                                   {"ignore_merges": True}])
 def test_trained_tokenizers_agree_with_hf(tmp_path, opts):
-    path = _train(tmp_path, 300, **opts)
+    path = trained_tokenizer(tmp_path, 300, **opts)
     model = tokmod.load(path)
     hf = Tokenizer.from_file(path)
     imp = implicit.compile_implicit(model).attach(model)
@@ -330,14 +228,14 @@ def _synthetic_cached():
     import tempfile
     from pathlib import Path
 
-    path = _synthetic(Path(tempfile.mkdtemp()), False)
+    path = synthetic_tokenizer(Path(tempfile.mkdtemp()), False)
     model = tokmod.load(path)
     return model, implicit.compile_implicit(model).attach(model), Tokenizer.from_file(path)
 
 
 @pytest.mark.parametrize("ignore_merges", [False, True])
-def test_explicit_automaton_accepts_exactly_the_canonical_sequences(tmp_path, ignore_merges):
-    path = _synthetic(tmp_path, ignore_merges)
+def test_explicit_automaton_accepts_exactly_the_canonical_sequences(tmp_path, tokenizer, ignore_merges):
+    path = synthetic_tokenizer(tmp_path, ignore_merges)
     model = tokmod.load(path)
     hf = Tokenizer.from_file(path)
     imp = implicit.compile_implicit(model).attach(model)
@@ -350,11 +248,9 @@ def test_explicit_automaton_accepts_exactly_the_canonical_sequences(tmp_path, ig
             assert accepts(fst, [t + 1 for t in seq], delta, fin) == expected
     if ignore_merges:
         return
-    r = subprocess.run(["tokfst", "compile-bpe", path, str(tmp_path / "a.fst"), "--form", "fst"],
-                       capture_output=True, text=True)
+    r = run("compile-bpe", path, tmp_path / "a.fst", "--form", "fst")
     assert r.returncode == 0
-    r = subprocess.run(["fstinfo", str(tmp_path / "a.fst")], capture_output=True, text=True)
-    assert r.returncode == 0 and "# of states" in r.stdout
-    r = subprocess.run(["tokfst", "compile-bpe", str(TOKENIZERS["gpt2"]), str(tmp_path / "g.fst"), "--form", "fst",
-                        "--max-arcs", "100000"], capture_output=True, text=True)
-    assert r.returncode == 1 and "max-arcs" in r.stderr and not (tmp_path / "g.fst").exists()
+    r = tool("fstinfo", tmp_path / "a.fst")
+    assert r.returncode == 0 and "# of states" in r.stdout.decode()
+    r = run("compile-bpe", tokenizer.path("gpt2"), tmp_path / "g.fst", "--form", "fst", "--max-arcs", "100000")
+    assert r.returncode == 1 and "max-arcs" in r.err.decode() and not (tmp_path / "g.fst").exists()

@@ -1,7 +1,7 @@
-"""The word-level text automaton X of canonical MaxMatch (seed 000 Sec. 6.2; seed 001 Sec. 3).
+"""Stage P for WordPiece, its output: the word-level text automaton X (seed 000 Sec. 6.2; seed 001 Sec. 3.1).
 
 X = MIN(PROJ(A o P o U)): the regex's strings after HF's normalizer and pre-tokenizer
-(:mod:`preprocess`: words separated by MARKER) where every word HF's WordPiece turns into
+(:mod:`.preprocess`: words separated by MARKER) where every word HF's WordPiece turns into
 [UNK] as a whole also has the alternative UNKSYM. A word is [UNK] when it has more than
 max_input_chars_per_word characters, or no complete greedy parse (outside dom S of T_Aho;
 only possible where some position has no single-character piece, which is checked first).
@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import pynini
 
-from . import preprocess, utf8
-from .artifacts import cached_fst
-from .errors import EmptyLanguageError, LimitError
-from .fsts import linear
-from .maxmatch import domain_acceptor
-from .preprocess import MARKER, UNKSYM
-from .regex import ranges_acceptor
-from .tokenizer import TokenizerModel
+from . import preprocess
+from .. import utf8
+from ..artifacts import cached_fst
+from ..errors import EmptyLanguageError, LimitError
+from ..fsts import linear
+from .taho import domain_acceptor
+from ..symbols import MARKER, UNKSYM
+from ..regex import ranges_acceptor
+from ..tokenizer import TokenizerModel
 
 
 def _any_char() -> pynini.Fst:
@@ -101,7 +102,7 @@ def _dfa(f: pynini.Fst, max_states: int, what: str) -> pynini.Fst:
     f.project("output").rmepsilon()
     f = pynini.determinize(f, nstate=max_states + 1)
     if f.num_states() > max_states:
-        raise LimitError(f"{what} has more than --max-states {max_states} states", "simplify the regex")
+        raise LimitError(what, "max_states", max_states, remedy="simplify")
     return f.minimize()
 
 

@@ -1,4 +1,4 @@
-"""Preprocessing P for WordPiece tokenizers as a byte transducer (seed 001 Sec. 3, A -> P -> S).
+"""Stage P for WordPiece: the normalizer and pre-tokenizer as a byte transducer (seed 001 Sec. 3.1).
 
 Hugging Face's BERT pipeline normalizes the text (``BertNormalizer``: clean control
 characters, map whitespace to a space, isolate CJK characters, strip accents, lowercase) and
@@ -33,13 +33,13 @@ from typing import Any
 import pynini
 import tokenizers
 
-from . import utf8
-from .artifacts import atomic_write, cache_dir, cached_fst
-from .errors import InputError, TokfstError
-from .fsts import linear
-from .maxmatch import MARKER, UNKSYM  # noqa: F401  (re-exported: the text side's labels)
-from .regex import ranges_acceptor
-from .tokenizer import TokenizerModel
+from .. import utf8
+from ..artifacts import atomic_write, cache_dir, cached_fst
+from ..errors import InputError, TokfstError
+from ..fsts import linear
+from ..symbols import MARKER, UNKSYM
+from ..regex import ranges_acceptor
+from ..tokenizer import TokenizerModel
 
 NORMALIZERS = ("BertNormalizer", "Lowercase")
 PRE_TOKENIZERS = ("BertPreTokenizer", "WhitespaceSplit")

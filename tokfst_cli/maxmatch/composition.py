@@ -1,10 +1,10 @@
-"""Canonical MaxMatch by composition with T_Aho: MIN(PROJ(X o T_Aho)) (seed 000 Sec. 6.2, Fig. 4).
+"""Stages S+C for WordPiece by composition with T_Aho: MIN(PROJ(X o T_Aho)) (seed 000 Sec. 6.2, Fig. 4).
 
-T_Aho here is :func:`maxmatch.text_transducer`: pre-tokenized text (words separated by MARKER,
+T_Aho here is :func:`.taho.text_transducer`: pre-tokenized text (words separated by MARKER,
 UNKSYM for a word that is too long) -> HF's WordPiece tokens. X is the regex's text automaton
-with the identity limited to words within max_input_chars_per_word (:mod:`wordtext`), so the
+with the identity limited to words within max_input_chars_per_word (:mod:`.wordtext`), so the
 length rule needs no counter inside T_Aho. The result equals the product construction of
-:mod:`wordpiece`; it is the paper's route, kept for `compile-maxmatch` artifacts and as an
+:mod:`.product`; it is the paper's route, kept for `compile-maxmatch` artifacts and as an
 independent check.
 """
 
@@ -12,26 +12,12 @@ from __future__ import annotations
 
 import pynini
 
-from .artifacts import cached_fst, read_fst
-from .errors import EmptyLanguageError, InputError, LimitError
-from .maxmatch import text_transducer
-from .preprocess import MARKER, UNKSYM
-from .symbols import byte_table, token_table, token_table_name
-from .tokenizer import TokenizerModel
+from ..artifacts import cached_fst, read_fst
+from ..errors import EmptyLanguageError, InputError, LimitError
+from .taho import text_transducer
+from ..symbols import TEXT_TABLE, text_byte_table, token_table, token_table_name
+from ..tokenizer import TokenizerModel
 from .wordtext import text_automaton
-
-MARKER_NAME, UNKSYM_NAME = "<w>", "<unk-word>"
-TEXT_TABLE = "tokfst-text-bytes"
-
-
-def text_byte_table() -> pynini.SymbolTable:
-    """Bytes plus the word boundary and the too-long-word symbol."""
-    table = byte_table()
-    table.set_name(TEXT_TABLE)
-    table.add_symbol(MARKER_NAME, MARKER)
-    table.add_symbol(UNKSYM_NAME, UNKSYM)
-    return table
-
 
 def compiled(model: TokenizerModel) -> pynini.Fst:
     """T_Aho for the tokenizer with symbol tables, built once and cached by fingerprint."""
@@ -57,17 +43,15 @@ def maxmatch_artifact(model: TokenizerModel, path: str | None) -> pynini.Fst:
 
 def maxmatch_promote(model: TokenizerModel, automaton: pynini.Fst, taho: pynini.Fst,
                      max_states: int) -> pynini.Fst:
-    """MIN(PROJ(X o T_Aho)), determinized within --max-states."""
+    """MIN(PROJ(X o T_Aho)), determinized within ``max_states``."""
     x = text_automaton(model, automaton, max_states, bounded=True)
     c = pynini.compose(x.arcsort("olabel"), taho, connect=True)
     if c.num_states() > max_states:
-        raise LimitError(f"X o T_Aho has {c.num_states()} states (> --max-states {max_states})",
-                         "use --method product, or raise --max-states")
+        raise LimitError("X o T_Aho", "max_states", max_states, c.num_states(), remedy="product")
     c.project("output").rmepsilon()
     d = pynini.determinize(c, nstate=max_states + 1)
     if d.num_states() > max_states:
-        raise LimitError(f"the canonical automaton has more than --max-states {max_states} states",
-                         "use --method product with --format index")
+        raise LimitError("the canonical automaton", "max_states", max_states, remedy="product")
     d.minimize()
     if d.num_states() == 0 or d.start() == pynini.NO_STATE_ID:
         raise EmptyLanguageError("no canonical token sequence spells a string of the language",

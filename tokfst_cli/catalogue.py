@@ -1,9 +1,16 @@
-"""The default regex set of ``tokfst bench peers`` and ``masks``.
+"""The regex catalogue: every named regex the benchmarks (``tokfst bench``) and the tests use.
 
-The six regexes of the foundation issue (the sixth: the 100-word alternation of
-``data/words100.txt``) and seed 001 App. C's Pokedex JSON object flattened to one regex
-(compact JSON; its \\w and \\s written out as the ASCII classes they are in Python's re and
-interegular, so every engine reads the same language).
+FOUNDATION  the five fixed regexes of the foundation issue; the sixth is the 100-word
+            alternation of ``data/words100.txt`` (``words100``, :func:`six`)
+POKEDEX     seed 001 App. C's Pokedex JSON object flattened to one regex (compact JSON; its
+            \\w and \\s written out as the ASCII classes they are in Python's re and
+            interegular, so every engine reads the same language)
+MAXMATCH    the three free-text regexes of the MaxMatch issue (#4): up to four words, a word
+            and a punctuation mark, accented letters
+
+Sets: :func:`six` (promote, canonical), :func:`default_set` (six + pokedex: peers, masks),
+:func:`maxmatch_set` (six + MAXMATCH), :func:`catalogue` (every named regex, for selection
+by name).
 """
 
 from __future__ import annotations
@@ -35,19 +42,45 @@ POKEDEX_FIELDS = [
 ]
 POKEDEX = r"\{" + ",".join(f'"{k}":{v}' for k, v in POKEDEX_FIELDS) + r"\}"
 
+MAXMATCH = {
+    "words4": r"[a-z]+( [a-z]+){0,3}",
+    "punct": r"[a-z]+[.,!?]",
+    "accents": r"[àáâäèéêëìíîïòóôöùúûüçñ]+( [A-Za-zÉÈÖ]+)?",
+}
+
 
 def words100() -> list[str]:
+    """The 100 words of ``data/words100.txt``."""
     return (resources.files("tokfst_cli") / "data" / "words100.txt").read_text(encoding="ascii").split()
 
 
+def alternation(words: list[str]) -> str:
+    return "(" + "|".join(words) + ")"
+
+
+def six() -> dict[str, str]:
+    """name -> pattern: the six regexes of the foundation issue."""
+    return {**FOUNDATION, "words100": alternation(words100())}
+
+
 def default_set() -> dict[str, str]:
-    """name -> pattern: the six foundation regexes and the Pokedex object."""
-    return {**FOUNDATION, "words100": "(" + "|".join(words100()) + ")", "pokedex": POKEDEX}
+    """The six and the Pokedex object."""
+    return {**six(), "pokedex": POKEDEX}
+
+
+def maxmatch_set() -> dict[str, str]:
+    """The six and the three free-text regexes of the MaxMatch issue."""
+    return {**six(), **MAXMATCH}
+
+
+def catalogue() -> dict[str, str]:
+    """Every named regex."""
+    return {**default_set(), **MAXMATCH}
 
 
 def read_regex_file(path: str) -> list[str]:
     """One pattern per line; blank lines and lines starting with '#' are skipped."""
-    from ..errors import InputError
+    from .errors import InputError
 
     try:
         text = open(path, encoding="utf-8").read()

@@ -1,4 +1,4 @@
-"""Texts of token sequences in the model's alphabet, and HF's own tokenization of them.
+"""The oracle for stage C: texts of token sequences and Hugging Face's own tokenization of them.
 
 Hugging Face's BPE model is the oracle for "canonical"; canonical-check reports its output
 for the text of a non-canonical sequence.
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from tokenizers import Tokenizer
 
-from ..tokenizer import SPACE_MARK, TokenizerModel, bytes_to_unicode
-from .canonical import model_text
+from .tokenizer import SPACE_MARK, TokenizerModel, bytes_to_unicode
+from .bpe.canonical import model_text
 
 
 class HfReference:

@@ -1,4 +1,4 @@
-"""The MaxMatch (WordPiece) transducer T_Aho (seed 000 Sec. 6.2, Fig. 4, App. C Alg. 7/8).
+"""Stages S+C for WordPiece, the paper's transducer T_Aho (seed 000 Sec. 6.2, Fig. 4, App. C Alg. 7/8).
 
 Greedy longest-match-first WordPiece on a single word, as Hugging Face's ``WordPiece`` model
 does it: the first piece comes from the word-initial vocabulary, every later piece from the
@@ -26,7 +26,7 @@ finals flipped) carries the [UNK] branch ``(Sigma_bytes+ - D) x [UNK]``, so
 :func:`tokfst_cli.artifacts.fst_from_arrays`; bert-base-uncased takes about a second.
 
 Labels follow :mod:`tokfst_cli.lexicon`: byte b is label b+1, token id t is label t+1,
-0 is epsilon; :data:`MARKER` separates words and :data:`UNKSYM` stands for a whole [UNK]
+0 is epsilon; :data:`tokfst_cli.symbols.MARKER` separates words and :data:`~tokfst_cli.symbols.UNKSYM` stands for a whole [UNK]
 word in :func:`text_transducer`.
 
 Not modelled here: ``max_input_chars_per_word`` (decided upstream at the character level,
@@ -40,12 +40,11 @@ from dataclasses import dataclass
 import numpy as np
 import pynini
 
-from .artifacts import fst_from_arrays
-from .fsts import linear
-from .tokenizer import TokenizerModel
+from ..artifacts import fst_from_arrays
+from ..fsts import linear
+from ..symbols import MARKER, UNKSYM
+from ..tokenizer import TokenizerModel
 
-MARKER = 257  # word boundary label in a pre-tokenized text
-UNKSYM = 258  # input label: "this whole word is [UNK]" (e.g. longer than max_input_chars_per_word)
 _NULL = -1
 
 

@@ -1,0 +1,134 @@
+"""The two ways tests run the command line.
+
+* :func:`run`: in-process (``tokfst_cli.cli.main`` with argv, stdin and stdout/stderr captured):
+  fast, for behaviour and messages.
+* :func:`tokfst`: the installed console script in a subprocess: for pipes, TTYs, signals,
+  environment variables, concurrency and OpenFst's own tools (:func:`tool`); :func:`run_many`
+  runs independent ones concurrently, :func:`tokfst_on_a_tty` gives stderr a pseudo-terminal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import pty
+import re
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+TOKFST = Path(sys.executable).with_name("tokfst")
+COLOR_VARS = ("NO_COLOR", "FORCE_COLOR", "CLICOLOR_FORCE", "TTY_COMPATIBLE", "TTY_INTERACTIVE")
+ANSI = re.compile(rb"\x1b")  # any escape sequence
+SGR = re.compile(rb"\x1b\[[0-9;]*m")  # a colour or style code
+
+
+@dataclass
+class Run:
+    args: tuple
+    rc: int
+    out: bytes
+    err: bytes
+
+    @property
+    def returncode(self) -> int:
+        return self.rc
+
+    @property
+    def stdout(self) -> str:
+        return self.out.decode("utf-8", "replace")
+
+    @property
+    def stderr(self) -> str:
+        return self.err.decode("utf-8", "replace")
+
+    @property
+    def err_lines(self) -> list[str]:
+        return self.stderr.splitlines()
+
+
+def make_env(cache: Path | None = None, **extra: str) -> dict[str, str]:
+    """The test environment without colour settings; ``cache`` as TOKFST_CACHE."""
+    env = {k: v for k, v in os.environ.items() if k not in COLOR_VARS}
+    if cache is not None:
+        env["TOKFST_CACHE"] = str(cache)
+    env.update(extra)
+    return env
+
+
+def tokfst(*args, env: dict | None = None, stdin: bytes | str | None = None, cwd: Path | None = None,
+           timeout: float = 300) -> Run:
+    """The installed ``tokfst`` in a subprocess (stdin empty unless given)."""
+    assert TOKFST.is_file(), f"the console script is not installed at {TOKFST}"
+    data = stdin.encode("utf-8") if isinstance(stdin, str) else (stdin if stdin is not None else b"")
+    p = subprocess.run([str(TOKFST), *map(str, args)], input=data, capture_output=True, env=env, cwd=cwd,
+                       timeout=timeout)
+    return Run(tuple(args), p.returncode, p.stdout, p.stderr)
+
+
+def run_many(jobs: dict, workers: int = 3) -> dict:
+    """{key: (args, kwargs)} -> {key: Run}: independent :func:`tokfst` subprocesses, run concurrently."""
+    with ThreadPoolExecutor(workers) as pool:
+        futures = {k: pool.submit(tokfst, *a, **kw) for k, (a, kw) in jobs.items()}
+        return {k: f.result() for k, f in futures.items()}
+
+
+def tokfst_on_a_tty(*args, env: dict | None = None, timeout: float = 120) -> Run:
+    """The installed ``tokfst`` with stderr on a pseudo-terminal (stdin and stdout: /dev/null)."""
+    master, slave = pty.openpty()
+    try:
+        p = subprocess.run([str(TOKFST), *map(str, args)], stdin=subprocess.DEVNULL,
+                           stdout=subprocess.DEVNULL, stderr=slave, env=env, timeout=timeout)
+    finally:
+        os.close(slave)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(master)
+    return Run(tuple(args), p.returncode, b"", b"".join(chunks))
+
+
+class _Bytes(io.TextIOWrapper):
+    def __init__(self) -> None:
+        super().__init__(io.BytesIO(), encoding="utf-8", write_through=True)
+
+    def value(self) -> bytes:
+        self.flush()
+        return self.buffer.getvalue()
+
+
+def run(*args, stdin: bytes | str | None = None) -> Run:
+    """``tokfst ARGS`` in this process: exit code, stdout and stderr bytes."""
+    from rich.console import Console
+
+    from tokfst_cli.cli import main, output
+
+    data = stdin.encode("utf-8") if isinstance(stdin, str) else (stdin or b"")
+    out, err = _Bytes(), _Bytes()
+    saved = sys.argv, sys.stdin, output.OUT.err
+    sys.argv = ["tokfst", *map(str, args)]
+    sys.stdin = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")
+    output.OUT.err = Console(file=err, highlight=False, no_color=True, width=10_000)
+    rc = 0
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            main()
+    except SystemExit as e:
+        rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    finally:
+        sys.argv, sys.stdin, output.OUT.err = saved
+    return Run(tuple(args), rc, out.value(), err.value())
+
+
+def tool(*args) -> subprocess.CompletedProcess:
+    """An OpenFst or graphviz command line tool."""
+    return subprocess.run([str(a) for a in args], capture_output=True, timeout=120)

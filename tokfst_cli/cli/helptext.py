@@ -1,0 +1,226 @@
+"""The long help of each command (``tokfst CMD --help``, the man page), kept apart from the code."""
+
+PROMOTE = """\
+Promote a regex to the automaton of all token sequences that spell it (seed 000 Eq. 3).
+
+The result accepts exactly the sequences of TOKENIZER's tokens whose concatenated surface
+bytes are a UTF-8 string matching REGEX in full: MIN(PROJ(A o T)) for the regex's byte
+automaton A and the tokenizer's lexicon transducer T. It is tokenization-agnostic:
+non-canonical segmentations are accepted too. Added and special tokens never appear.
+Surfaces: byte-level BPE tokens spell their bytes (Ġ is a space), SentencePiece-style
+tokens read ▁ as a space and <0xNN> as byte NN, WordPiece ## pieces are glued to the
+piece before them (word boundaries come with canonical MaxMatch).
+
+\b
+--format fst    an OpenFst vector acceptor; labels are token id + 1 (0 = epsilon), with
+                embedded symbol tables named tokfst-tokens-<fingerprint>, readable by
+                fstinfo, fstprint and fstdraw. Binary: not written to a terminal.
+--format index  JSON: initial, finals, masks (sorted allowed token ids, shared by all
+                states with the same set: coalescence), per state its mask and next
+                states, and stats (masks, states in shared masks, single-token states).
+
+Regexes: Python re syntax, matched in full, over all of Unicode (negated classes and .
+included; . excludes newline unless (?s)); \\d, \\w and \\s are ASCII classes as in
+interegular; \\uXXXX, \\UXXXXXXXX and \\N{NAME} escapes work; (?i) folds case per
+character with str.lower/str.upper. Anchors, backreferences and lookaround are refused.
+A regex file holds one pattern; one trailing newline is dropped.
+
+--canonical keeps only what Hugging Face's tokenizer produces (without special tokens).
+BPE: the product with the canonical BPE automaton (see compile-bpe). WordPiece: the
+regex's text first goes through the tokenizer's normalizer and pre-tokenizer, as in HF
+(BertNormalizer, Lowercase, BertPreTokenizer, WhitespaceSplit; other configurations are
+refused): a regex over text the normalizer changes, e.g. upper case or accents for an
+uncased model, yields the tokens of the normalized text (-e 'John' gives "john"), never
+an empty result; whitespace between words leaves no trace in the tokens; punctuation
+and CJK characters are words by themselves; a word of more than max_input_chars_per_word
+characters, or one with no complete greedy parse, is [UNK] alone. Then each word is
+tokenized greedily, longest piece first, "##" pieces after the first.
+
+The canonical automaton is materialized and minimized while it stays under --max-arcs
+(finite sets, dates, numbers); free text such as [a-z]+ has millions of canonical arcs
+(BERT: 6,248 states and 25.3 M arcs for one word), so with --format index tokfst then
+writes the factorized form: the text automaton plus the tokenizer fingerprint (BPE:
+tokfst-factorized; WordPiece: tokfst-factorized-maxmatch), whose masks are computed per
+step by the Python API (tokfst_cli.constraint.load).
+
+The lexicon transducer is built once per tokenizer and cached under
+$XDG_CACHE_HOME/tokfst (or $TOKFST_CACHE), keyed by the tokenizer's fingerprint.
+
+\b
+Examples:
+  tokfst promote gpt2 -e '[0-9]{4}-[0-9]{2}-[0-9]{2}' date.fst
+  tokfst promote llama2.json -f email.re --format index > email.json
+  tokfst promote gpt2 -e '(Cologne|Berlin)' | fstprint | head
+  tokfst promote bert.json -e '[0-9]{4}-[0-9]{2}-[0-9]{2}' --canonical date.fst
+  tokfst promote bert.json -e '[a-z]+( [a-z]+){0,3}' --canonical --format index > words.tfz
+"""
+
+DRAW = """\
+Draw an automaton as dot, svg, pdf or png (seed 000 Figs. 3 and 4, Secs. 5 and 6.2).
+
+Draws IN (an OpenFst file such as the output of 'tokfst promote'), the byte automaton A of
+a regex (-e), the lexicon transducer T of a tiny vocabulary (--vocab), or with both the
+promoted token automaton MIN(PROJ(A o T)). The format is --format, else OUT's suffix
+(.dot, .svg, .pdf, .png), else dot; stdout gets dot text by default, and pdf/png are not
+written to a terminal. Layout is left to right (rankdir=LR) by Graphviz's dot program
+(Debian package graphviz), which svg, pdf and png need.
+
+Labels come from the embedded symbol tables: token names as they are (▁, Ġ kept), bytes
+as characters or escapes such as \\x20 for non-printables, ε for epsilon; in:out for
+transducers, one label for acceptors. The start state has an incoming arrow, final states
+are double circles. Arcs between the same two states share one edge; past --max-arcs arcs,
+a state's remaining arcs fold into one '+K more' edge.
+
+--stages writes each panel of seed 000 Fig. 3 to its own file: (a) the character
+automaton A, (b) the character-to-subword transducer T, (c) A o T, (d) PROJ(A o T), the
+output projection before epsilon removal, and (e) MIN(PROJ(A o T)). OUT fig3.svg gives
+fig3-a.svg ... fig3-e.svg; files are written only after all five have rendered.
+
+--maxmatch tokenizes greedily (MaxMatch, seed 000 Sec. 6.2) with every piece usable at
+every position, as in seed 000 Fig. 4. With --stages it writes that figure's panels: (a)
+A, (b) the MaxMatch transducer T_Aho (seed 000 Alg. 8) with failure arcs drawn as phi
+arcs, (c) T, (d) MIN(PROJ(A o T_Aho)), the greedy tokenizations, and (e) MIN(PROJ(A o T)),
+where the states and arcs on no greedy tokenization are dashed and red.
+
+\b
+Examples:
+  tokfst draw -e abaabcc --vocab a,b,c,ab,abc,bc --stages fig3.svg
+  tokfst draw -e 'a(a|b)*b' --vocab a,b,aa,ab --maxmatch --stages fig4.svg
+  tokfst promote gpt2 -e '[0-9]{4}-[0-9]{2}' date.fst
+  tokfst draw date.fst date.png --max-arcs 5 --title 'YYYY-MM'
+  tokfst promote gpt2 -e '[0-9]+' | tokfst draw - | dot -Tsvg > digits.svg
+"""
+
+CANONICAL_CHECK = """\
+Check token sequences for canonicity (BPE: seed 000 Sec. 6.5; WordPiece: Sec. 6.2).
+
+BPE: a sequence is canonical when Hugging Face's BPE model produces exactly it for its own
+text (one pre-token, no normalizer): every token reachable, no banned adjacent pair, byte-
+fallback runs spelling whole characters absent from the vocabulary.
+
+WordPiece: canonical when HF's tokenizer (normalizer, pre-tokenizer, WordPiece, without
+special tokens) produces it for some text: every piece the longest match of its kind,
+no ## piece at a word start, words that the normalizer and pre-tokenizer can produce
+(e.g. no upper case for an uncased model, no punctuation inside a word), at most
+max_input_chars_per_word characters per word, [UNK] alone as a word.
+
+Each input line is one
+sequence: space-separated token ids (--input ids), token names with the escapes of
+fstprint/symbol files (--input tokens), or raw text (--input text: reports its canonical
+tokenization). All pairs of all lines are tested in one vectorized pass.
+
+Output, one line per input line: "canonical" and the tokens, or "non-canonical", the
+index of the first offending token, the reason, the offending pair, and the canonical
+tokenization of the same text (tab-separated; --json gives objects with the same fields).
+
+Exit status as grep: 0 every line canonical, 1 some line not, 2 error (bad input, an
+unsupported tokenizer, an artifact for another tokenizer).
+
+\\b
+Examples:
+  echo '464 3290' | tokfst canonical-check gpt2
+  tokfst canonical-check llama2.json seqs.txt --json --artifact llama2.bpe
+  tokfst canonical-check bert.json --input tokens <<< 'un ##af ##fa ##ble'
+"""
+
+COMPILE_BPE = """\
+Compile the canonical BPE automaton A_BPE (seed 000 Sec. 6.4-6.5).
+
+A_BPE accepts exactly the token sequences Hugging Face's BPE model produces for some
+text (one pre-token): merges by (rank, leftmost position), a repeated pair keeping its
+last rank, unreachable tokens never, byte-fallback runs only as the UTF-8 of characters
+absent from the vocabulary, continuing-subword prefixes and end-of-word suffixes in place.
+
+--form implicit (default) writes a versioned, zlib-compressed artifact: per merge one
+rectangle of banned pairs over the two spine orders, exact pairs for tokens outside that
+construction, and the side automata; it carries the tokenizer fingerprint, counts and a
+sha256 checksum (format in tokfst_cli/bpe/implicit.py). Llama-2: about 0.4 MB.
+
+--form fst writes A_BPE explicitly (one state per class of tokens with the same banned
+set, plus the start) for vocabularies where it fits under --max-arcs. --form gadgets
+builds the same automaton the slow, reference way: the cascade of merge gadgets (Eq. 4,
+made exact for merge lists out of rank order) applied to Sigma*.
+
+\\b
+Examples:
+  tokfst compile-bpe llama2.json llama2.bpe
+  tokfst compile-bpe --info llama2.bpe --json
+  tokfst compile-bpe small.json small-abpe.fst --form fst
+"""
+
+COMPILE_MAXMATCH = """\
+Compile the MaxMatch transducer T_Aho (seed 000 Sec. 6.2, App. C Alg. 7-8).
+
+T_Aho maps a pre-tokenized text to exactly the token ids Hugging Face's WordPiece model
+produces: per word, greedy longest match from the left (word-initial pieces first, "##"
+pieces after), [UNK] for a word with an unmatched position. It is the Aho-Corasick-style
+failure trie of LinMaxMatch (Song et al. 2021) with the failure arcs expanded over the
+byte labels (pynini has no phi matcher).
+
+\b
+Labels, as in promote: input byte b is label b+1, with two more input symbols:
+  <w>         (label 257) the boundary between two words; maps to nothing
+  <unk-word>  (label 258) a word longer than max_input_chars_per_word; maps to [UNK]
+output token id t is label t+1 (0 = epsilon); symbol tables are embedded (the token table
+is named tokfst-tokens-<fingerprint>, which promote --artifact checks).
+
+The length rule and the normalizer/pre-tokenizer are not inside T_Aho: `promote
+--canonical --method aho --artifact FILE` applies them to the regex first (X) and
+computes MIN(PROJ(X o T_Aho)). The transducer is cached by tokenizer fingerprint.
+
+\b
+Examples:
+  tokfst compile-maxmatch bert.json bert-taho.fst
+  tokfst compile-maxmatch bert.json --info --json
+  tokfst promote bert.json -e '[0-9]{4}' --canonical --method aho --artifact bert-taho.fst
+"""
+
+BENCH = """\
+Reproduce the paper's tables and time tokfst against its peers (seed 000 Sec. 6.4-6.5, seed 003).
+
+\b
+table1     Table 1: canonical promotion time of the automaton of all strings within edit
+           distance one of --words corpus words, per trained vocabulary: Eq. 4 (merge
+           gadgets, timed whole), Eq. 5 (precomputed explicit A_BPE) and the implicit
+           form; each cell in its own process, a cell over --timeout shows >T; the
+           three results are checked to be equivalent.
+table2     Table 2: A_BPE size (states, stored arcs, bytes) as an explicit .fst, in the
+           seed's implicit encoding and as tokfst's artifact, per trained vocabulary and
+           --tokenizer.
+paragraph  Sec. 6.4.1: a corpus paragraph (~--paragraph-chars) tokenized via the automaton
+           vs HF's encode: time per trial, and equality of the token ids.
+peers      per regex: tokfst's agnostic and canonical promotion vs outlines-core's Index
+           (optional: pip install 'tokfst[bench]'), ratios, start masks, non-canonical first
+           tokens; default regexes: the six of the foundation issue and seed 001's Pokedex.
+masks      per-step mask lookup: tokfst's index vs the naive per-token partial match.
+all        the five above, one report (the paper's tables; the modes below run alone).
+promote    per --tokenizer and regex (default: the six): promote warm (in-process) and
+           cold (a whole tokfst promote process, --cold-repeat runs, warm and empty
+           cache) against the targets 0.1 s and 2 s; sizes, coalescence, a plain pynini
+           peer (checked equivalent), the lexicon T's build and cache read, time by step
+           and a cold-start breakdown by phase.
+canonical  canonical BPE per --tokenizer: compile-bpe time and artifact size, canonical-check
+           per pair vs HF (checked to agree); per regex (default: the six) the agnostic,
+           materialized and factorized promotion and a mask lookup.
+maxmatch   canonical MaxMatch per WordPiece --tokenizer: compile-maxmatch in a cold process;
+           per regex (default: the six and three free-text ones) the product machine,
+           its initial mask, the materialized automaton and MIN(PROJ(X o T_Aho)) (checked
+           equivalent).
+
+BPE tokenizers (byte-level, GPT-2-like) are trained on the corpus with HF's BpeTrainer and
+cached under $XDG_CACHE_HOME/tokfst/bench (or $TOKFST_CACHE/bench). Regexes: -e, -f, or
+catalogue names with --named (tokfst_cli/catalogue.py). Output: tables on stdout (rich on
+a terminal, Markdown otherwise), each with machine, versions, repetition count and the
+command; --json (schema in tokfst_cli/bench/common.py), --csv, --plot. Exit 1 if an
+internal equivalence check fails.
+
+\b
+Examples:
+  tokfst bench table1 --vocab-sizes 4000,8000 --timeout 300 --json t1.json
+  tokfst bench table2 --tokenizer llama2.json --tokenizer gpt2 --plot t2.svg
+  tokfst bench peers --tokenizer gpt2 -e '[0-9]{4}-[0-9]{2}-[0-9]{2}'
+  tokfst bench all --corpus notes.txt --vocab-sizes 300,400 --words 5 --trials 3
+  tokfst bench promote --tokenizer llama2.json --tokenizer gpt2 --repeat 7
+  tokfst bench canonical --tokenizer gpt2 --named date,email
+  tokfst bench maxmatch --tokenizer bert-base-uncased.json --json mm.json
+"""

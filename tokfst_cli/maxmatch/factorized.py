@@ -1,0 +1,40 @@
+"""Stages S+C for WordPiece, factorized output: the artifact when too big to materialize (seed 000 Sec. 6.2).
+
+Format ``tokfst-factorized-maxmatch`` v1: magic b"TOKFSTWPF\\0", u32 header length, JSON
+header (format, version, fingerprint, regex, max_chars, states, sha256), then the text
+automaton X (seed 001 Sec. 3, :mod:`.wordtext`) as an OpenFst vector file. The pieces' tries
+are rebuilt from the tokenizer when it is loaded, so loading needs the tokenizer.
+"""
+
+from __future__ import annotations
+
+import pynini
+
+from ..artifacts import fst_bytes, pack, read_artifact, unpack
+from ..errors import InputError
+from ..tokenizer import TokenizerModel
+from .product import Canonical
+
+MAGIC = b"TOKFSTWPF\0"
+FORMAT = "tokfst-factorized-maxmatch"
+VERSION = 1
+
+
+def to_bytes(machine: Canonical, model: TokenizerModel, pattern: str) -> bytes:
+    """The factorized form: the text automaton X and the tokenizer's fingerprint."""
+    header = {"format": FORMAT, "version": VERSION, "fingerprint": model.fingerprint, "regex": pattern,
+              "max_chars": machine.max_chars, "states": machine.text.num_states()}
+    return pack(MAGIC, header, fst_bytes(machine.text))
+
+
+def from_bytes(data: bytes, model: TokenizerModel, source: str = "artifact") -> Canonical:
+    """The lazy canonical machine of an artifact for ``model``; refuse a damaged or foreign one."""
+    header, body = unpack(data, MAGIC, FORMAT, VERSION, source, "rebuild it", hint="rebuild-factorized")
+    if model.fingerprint != header.get("fingerprint"):
+        raise InputError(f"{source} was built for another tokenizer", "rebuild it for this tokenizer")
+    return Canonical(model, pynini.Fst.read_from_string(body), header.get("max_chars"))
+
+
+def load(path: str, model: TokenizerModel) -> Canonical:
+    """Read a factorized MaxMatch artifact for ``model``."""
+    return from_bytes(read_artifact(path, hint="rebuild-factorized"), model, path)

@@ -1,0 +1,221 @@
+"""The seed 001 pipeline, regex to constraint: A -> P -> S -> C (seed 001 Sec. 3, Fig. 1).
+
+::
+
+    pattern --A--> byte DFA --P--> text automaton --S--> token automaton --C--> canonical
+             regex.py       preprocess (identity         promote.py:           bpe/product.py,
+             seed 000 §5    for BPE and agnostic        MIN(PROJ(A o T))       bpe/explicit.py,
+                            promotion; WordPiece:       seed 000 Eq. 3,        bpe/gadgets.py,
+                            maxmatch/wordtext X)        Lemma 1                maxmatch/product.py,
+                            seed 001 §3.1                                      maxmatch/composition.py
+                                                                               seed 000 §6, seed 001 §3.3
+
+A   :func:`accept`: the regex's minimal deterministic byte acceptor.
+P   :func:`preprocess`: what the model sees of the text. BPE: identity (the tokenizer's
+    normalizer and pre-tokenizer are not modelled yet); WordPiece, canonical: HF's
+    BertNormalizer + BertPreTokenizer, words separated by ``symbols.MARKER``, [UNK] words
+    marked (``maxmatch.wordtext``). Agnostic promotion reads surfaces, so P is the identity.
+S   :func:`promote`: the tokenization-agnostic token acceptor MIN(PROJ(A o T)).
+C   :func:`canonicalize`: only the sequences HF's tokenizer produces. BPE: the product with the
+    implicit A_BPE (``implicit``), Eq. 5 with the explicit A_BPE (``precomputed``) or Eq. 4's
+    gadget cascade (``gadgets``). WordPiece: the greedy product (``product``) or
+    MIN(PROJ(X o T_Aho)) (``aho``). Materialized while under ``max_arcs``, else factorized.
+
+:func:`build` runs them all and returns a :class:`Result`; every command and the Python API
+go through it. ``Result.decoder()`` gives the per-step object of :mod:`tokfst_cli.constraint`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import pynini
+
+from . import lexicon as lexicon_mod
+from .errors import InputError, LimitError
+from .progress import stage
+from .promote import promote as promote_agnostic
+from .regex import ByteAutomaton, compile_regex
+from .tokenizer import TokenizerModel
+
+METHODS = {"bpe": ("implicit", "precomputed", "gadgets"), "wordpiece": ("product", "aho")}
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Size limits checked during construction (``LimitError`` names the one reached)."""
+
+    max_states: int = 1_000_000
+    max_arcs: int = 2_000_000
+
+
+@dataclass
+class Result:
+    """A constraint: the materialized minimal acceptor, or the factorized form (too big)."""
+
+    model: TokenizerModel
+    pattern: str
+    fst: pynini.Fst | None = None
+    lazy: Any = None  # the factorized decoder (bpe.product.Factorized, maxmatch.product.Canonical)
+    serialize: Callable[[], bytes] | None = None
+    overflow: LimitError | None = None  # why the factorized form was chosen
+    seconds: float = field(default=0.0)
+
+    @property
+    def materialized(self) -> bool:
+        return self.fst is not None
+
+    def to_bytes(self) -> bytes:
+        """The factorized artifact (``tokfst-factorized`` / ``tokfst-factorized-maxmatch``)."""
+        if self.serialize is None:
+            raise ValueError("a materialized result has no factorized artifact; write its fst or index")
+        return self.serialize()
+
+    def index(self) -> dict:
+        """The coalesced JSON index of the materialized acceptor (seed 003)."""
+        from .index import build_index
+
+        return build_index(self.fst, self.model, self.pattern)
+
+    def decoder(self):
+        """The per-step decoder (``initial``, ``mask``, ``advance``, ``is_final``)."""
+        from .constraint import FstDecoder
+
+        return FstDecoder(self.fst, self.model.vocab_size) if self.materialized else self.lazy
+
+
+# ---- the stages --------------------------------------------------------------------------------
+def accept(pattern: str, limits: Limits = Limits()) -> ByteAutomaton:
+    """A: the regex's minimal deterministic byte acceptor (seed 000 Sec. 5)."""
+    return compile_regex(pattern, max_states=limits.max_states)
+
+
+def preprocess(model: TokenizerModel, automaton: ByteAutomaton, canonical: bool = False,
+               limits: Limits = Limits()) -> pynini.Fst:
+    """P: the text as the model sees it (seed 001 Sec. 3.1); see the module docstring."""
+    if canonical and model.family == "wordpiece":
+        from .maxmatch.wordtext import text_automaton
+
+        return text_automaton(model, automaton.fst, limits.max_states)
+    return automaton.fst
+
+
+def promote(model: TokenizerModel, automaton: ByteAutomaton, limits: Limits = Limits(),
+            lexicon: pynini.Fst | None = None, cache: bool = True) -> pynini.Fst:
+    """S: MIN(PROJ(A o T)), every tokenization of the language (seed 000 Eq. 3)."""
+    lex = lexicon if lexicon is not None else lexicon_mod.lexicon(model, cache=cache)
+    return promote_agnostic(model, automaton, lex, max_states=limits.max_states).fst
+
+
+def check_method(model: TokenizerModel, canonical: bool, method: str | None) -> str | None:
+    """The canonical method for ``model`` (its default when None); InputError for a mismatch."""
+    if method is None:
+        return METHODS[model.family][0] if canonical else None
+    if not canonical:
+        raise InputError(f"method {method} needs canonical promotion", "ask for canonical promotion, or no method",
+                         hint="method-needs-canonical", method=method)
+    if method not in METHODS[model.family]:
+        allowed = ", ".join(METHODS[model.family])
+        raise InputError(f"method {method} is not for {model.family} tokenizers", f"use one of: {allowed}",
+                         hint="method-family", allowed=allowed, method=method, family=model.family)
+    return method
+
+
+def _materialized_or_factorized(result: Result, materialize: Callable[[], pynini.Fst],
+                                factorize: Callable[[], tuple[Any, Callable[[], bytes]]],
+                                factorized_ok: bool) -> Result:
+    """The materialized automaton; past a limit the factorized form, or the LimitError."""
+    try:
+        result.fst = materialize()
+    except LimitError as e:
+        if not factorized_ok:
+            raise
+        result.overflow = e
+        result.lazy, result.serialize = factorize()
+    return result
+
+
+def canonicalize_bpe(model: TokenizerModel, automaton: ByteAutomaton, agnostic: pynini.Fst, method: str,
+                     limits: Limits, artifact: str | None, factorized_ok: bool, result: Result) -> Result:
+    """C for BPE (seed 000 Sec. 6.3-6.5): gadgets (Eq. 4), precomputed (Eq. 5) or implicit."""
+    from .bpe import factorized, implicit, product
+
+    if method == "gadgets":
+        from .bpe.gadgets import promote_gadgets
+
+        result.fst = promote_gadgets(automaton, model)
+        return result
+    imp = implicit.load_or_compile(model, artifact)
+    if method == "precomputed":
+        from .bpe.explicit import explicit_automaton, intersect
+
+        result.fst = intersect(agnostic, explicit_automaton(imp, model, max_arcs=limits.max_arcs))
+        return result
+    return _materialized_or_factorized(
+        result, lambda: product.materialize(agnostic, imp, max_arcs=limits.max_arcs),
+        lambda: (product.factorize(agnostic, imp), lambda: factorized.to_bytes(agnostic, imp, result.pattern)),
+        factorized_ok)
+
+
+def canonicalize_maxmatch(model: TokenizerModel, automaton: ByteAutomaton, text: pynini.Fst, method: str,
+                          limits: Limits, artifact: str | None, factorized_ok: bool, result: Result) -> Result:
+    """S + C for WordPiece (seed 000 Sec. 6.2): the greedy product, or MIN(PROJ(X o T_Aho))."""
+    from .maxmatch import composition, factorized, product
+    from .maxmatch.wordtext import longest_word
+
+    machine = product.machine_of_text(model, text)
+    if method == "aho":
+        taho = composition.maxmatch_artifact(model, artifact)
+        if longest_word(machine.text) is None:  # determinizing free text would exhaust memory first
+            try:
+                product.materialize(machine, limits.max_states, limits.max_arcs)
+            except LimitError as e:
+                raise e.with_remedy("product") from None
+        result.fst = composition.maxmatch_promote(model, automaton.fst, taho, limits.max_states)
+    else:
+        _materialized_or_factorized(
+            result, lambda: product.materialize(machine, limits.max_states, limits.max_arcs),
+            lambda: (machine, lambda: factorized.to_bytes(machine, model, result.pattern)), factorized_ok)
+    if result.fst is not None:
+        from .symbols import token_table
+
+        table = token_table(model)
+        result.fst.set_input_symbols(table)
+        result.fst.set_output_symbols(table)
+    return result
+
+
+# ---- the whole pipeline ------------------------------------------------------------------------
+def build(model: TokenizerModel, pattern: str, *, canonical: bool = False, method: str | None = None,
+          limits: Limits = Limits(), artifact: str | None = None, factorized_ok: bool = True,
+          lexicon: pynini.Fst | None = None, cache: bool = True) -> Result:
+    """A -> P -> S -> C for ``pattern`` over ``model``'s tokens.
+
+    ``canonical`` keeps only HF's tokenizations (stage C, ``method`` per family, default the
+    first of :data:`METHODS`); ``artifact`` is a precompiled implicit A_BPE or T_Aho.
+    ``factorized_ok=False`` turns a too-big canonical automaton into a ``LimitError``.
+    """
+    method = check_method(model, canonical, method)
+    maxmatch = canonical and model.family == "wordpiece"  # needs no lexicon transducer T
+    lex = None if maxmatch else (lexicon if lexicon is not None else lexicon_mod.lexicon(model, cache=cache))
+    start = time.perf_counter()
+    result = Result(model, pattern)
+    with stage("A: the regex's byte automaton"):
+        a = accept(pattern, limits)
+    with stage("P: preprocessing"):
+        text = preprocess(model, a, canonical, limits)
+    if maxmatch:
+        with stage(f"S+C: canonical MaxMatch ({method})"):
+            canonicalize_maxmatch(model, a, text, method, limits, artifact, factorized_ok, result)
+    else:
+        with stage("S: promotion MIN(PROJ(A o T))"):
+            agnostic = promote(model, ByteAutomaton(text, pattern), limits, lex)
+        if canonical:
+            with stage(f"C: canonical BPE ({method})"):
+                canonicalize_bpe(model, a, agnostic, method, limits, artifact, factorized_ok, result)
+        else:
+            result.fst = agnostic
+    result.seconds = time.perf_counter() - start
+    return result
