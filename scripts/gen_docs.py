@@ -11,7 +11,9 @@ time, so they stay correct when options change; they embed no paths.
 
 README.md: the blocks between ``<!-- BEGIN generated: NAME -->`` and ``<!-- END generated: NAME -->``
 are rendered from the code: ``modules`` is the module table (stage, module, the first paragraph of
-its docstring), ``tests`` the count of test files and test functions per directory of tests/.
+its docstring), ``tests`` the count of test files and test functions per directory of tests/,
+``exit-codes`` the exit-code table (``tokfst_cli.cli.errors.EXIT_CODES``, also the man page's EXIT
+STATUS and ``tokfst --help``).
 
 Man page: ``man/tokfst.1`` is rendered from the click command tree of ``tokfst_cli.cli.app``
 (``typer.main.get_command``): every visible command in registration order with its usage line,
@@ -305,6 +307,28 @@ def name_line(group) -> str:
     return f"{PROG} \\- {esc(summary[0].lower() + summary[1:])}"
 
 
+def exit_codes():
+    """The exit-code table of the command line (tokfst_cli.cli.errors.EXIT_CODES)."""
+    from tokfst_cli.cli.errors import EXIT_CODES
+
+    return EXIT_CODES
+
+
+def exit_status_entries() -> list[str]:
+    """The man page's EXIT STATUS entries, one per exit code."""
+    out = []
+    for code, _, meaning in exit_codes():
+        out += [".TP", bold(str(code)), esc(meaning)]
+    return out
+
+
+def render_exit_codes() -> str:
+    """README's exit-code table (Conventions)."""
+    lines = ["| exit | meaning |", "| --- | --- |"]
+    lines += [f"| {code} | {meaning.replace('|', '/')} |" for code, _, meaning in exit_codes()]
+    return "\n".join(lines)
+
+
 def render_man(group=None, ctx=None) -> str:
     from tokfst_cli import __version__
 
@@ -350,17 +374,9 @@ def render_man(group=None, ctx=None) -> str:
         if cmd.epilog:
             out += roff_help(cmd.epilog)
 
+    out.append(".SH EXIT STATUS")
+    out += exit_status_entries()
     out += [
-        ".SH EXIT STATUS",
-        ".TP", bold("0"), "Success.",
-        ".TP", bold("1"),
-        esc("A runtime error: an automaton that would exceed --max-states, an empty result, an "
-            "output file that cannot be written, Graphviz's dot missing or failing; also internal "
-            "errors (rerun with --debug for a traceback)."),
-        ".TP", bold("2"),
-        esc("Bad input or usage: an unknown option or missing argument, a malformed or unreadable "
-            "input file, an unsupported regex or tokenizer."),
-        ".TP", bold("130"), "Interrupted.",
         ".SH ENVIRONMENT",
         ".TP", bold("TOKFST_CACHE"),
         esc("The cache directory for lexicon transducers (built once per tokenizer and named by "
@@ -369,6 +385,10 @@ def render_man(group=None, ctx=None) -> str:
         esc("Base of the default cache directory, $XDG_CACHE_HOME/tokfst; if unset, ~/.cache."),
         ".TP", bold("NO_COLOR"),
         esc("If set and not empty, diagnostics on standard error are not coloured."),
+        ".TP", bold("TOKFST_NO_GUARD"),
+        esc("If 1, and neither --timeout nor --max-memory is given, the command runs in the tokfst "
+            "process itself instead of a supervised child: no default memory limit, and SIGINT or "
+            "SIGTERM during native code wait for it to return."),
         ".SH FILES",
         ".TP", ital("$XDG_CACHE_HOME/tokfst"),
         esc("(~/.cache/tokfst by default, $TOKFST_CACHE if set) The lexicon cache: cached "
@@ -455,7 +475,7 @@ def render_tests() -> str:
     return "\n".join(lines)
 
 
-BLOCKS = {"modules": render_modules, "tests": render_tests}
+BLOCKS = {"modules": render_modules, "tests": render_tests, "exit-codes": render_exit_codes}
 
 
 def render_readme(text: str) -> str:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pynini
 import pytest
+from hypothesis import HealthCheck, settings
 from tokenizers import Tokenizer
 
 from tokfst_cli import lexicon, tokenizer as tokmod
@@ -43,6 +44,14 @@ TOKENIZERS = {
 # Whatever calls `tokfst` by name (bash completion in test_docs.py) finds the one beside this
 # interpreter, activated venv or not; tests/runner.py runs it by its full path.
 os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+
+
+# Hypothesis profiles of the bad-input battery (tests/cli/test_battery*.py, tests/test_damage.py):
+# "battery" keeps `make test` within its time budget; TOKFST_BATTERY=full runs "battery-full".
+settings.register_profile("battery", deadline=None, max_examples=25,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+settings.register_profile("battery-full", settings.get_profile("battery"), max_examples=400)
+BATTERY = settings.get_profile("battery-full" if os.environ.get("TOKFST_BATTERY") == "full" else "battery")
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -23,6 +23,8 @@ LIBRARY = [p for p in MODULES if "cli" not in p.relative_to(PACKAGE).parts and p
 STAGES = {  # module -> the pipeline stage its docstring names (tokfst_cli/pipeline.py's drawing)
     "regex.py": "Stage A", "promote.py": "Stage S", "lexicon.py": "Stage S",
     "maxmatch/preprocess.py": "Stage P", "maxmatch/wordtext.py": "Stage P",
+    "pretok/build.py": "Stage P", "pretok/split.py": "Stage P", "pretok/charclass.py": "Stage P",
+    "pretok/pattern.py": "Stage P", "pretok/marked.py": "Stage P",
     "maxmatch/product.py": "Stages S+C", "maxmatch/composition.py": "Stages S+C", "maxmatch/taho.py": "Stages S+C",
     "bpe/product.py": "Stage C", "bpe/implicit.py": "Stage C", "bpe/explicit.py": "Stage C",
     "bpe/gadgets.py": "Stage C", "bpe/factorized.py": "Stage C", "bpe/canonical.py": "Stage C", "bpe/hf.py": "Stage C",

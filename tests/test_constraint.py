@@ -133,5 +133,5 @@ def test_method_checks_are_library_errors_with_data():
     assert pipeline.check_method(gpt2, True, None) == "implicit" and pipeline.check_method(bert, True, None) == "product"
     with pytest.raises(LimitError) as e:
         pipeline.build(gpt2, "[0-9]{4}", limits=pipeline.Limits(max_states=2))
-    assert (e.value.limit, e.value.bound, e.value.value) == ("max_states", 2, None) and "max_states 2" in str(e.value)
+    assert (e.value.limit, e.value.bound, e.value.value) == ("max_states", 2, 5) and "max_states 2" in str(e.value)
     assert "--" not in str(e.value)

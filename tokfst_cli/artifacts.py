@@ -1,20 +1,36 @@
 """Reading and writing every stage's outputs: atomic writes, the on-disk cache, OpenFst files, containers.
 
-Nothing is ever half-written: data goes to a temporary file beside the target and is renamed
-into place. Cached artifacts live under ``$XDG_CACHE_HOME/tokfst`` (``TOKFST_CACHE`` overrides)
-and are named by tokenizer fingerprint and format version.
+Nothing is ever half-written. An output path is resolved first (:func:`destination`): ``-``
+(or None) and ``/dev/stdout`` are standard output; ``/dev/stderr``, ``/dev/fd/N`` and
+``/proc/self/fd/N`` are that open descriptor; a path that exists and is not a regular file
+(a FIFO, a character device such as ``/dev/null``) is opened and written in place, never
+renamed over; a regular file, or a new one, gets the data in a temporary file
+``.NAME.PID.XXXXXXXX.tmp`` beside it, renamed into place (a symlink is followed: its target
+is replaced and the link kept). A directory is refused.
+
+Integrity: tokfst's ``.fst`` files and cache entries end with a *seal* (``TOKFSTSUM1`` and
+the sha256 of everything before it), which OpenFst's tools ignore; a sealed file is verified
+on read. Unsealed OpenFst files (from other tools) are checked structurally before OpenFst
+sees them, so a damaged one is refused instead of crashing the process. Containers
+(:func:`pack`) carry a checksum over header and body. Cached artifacts live under
+``$XDG_CACHE_HOME/tokfst`` (``TOKFST_CACHE`` overrides; :mod:`tokfst_cli.cache`) and are
+named by tokenizer fingerprint and format version.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
+import re
+import stat
 import struct
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -24,30 +40,157 @@ from .errors import InputError, TokfstError
 
 FORMAT_VERSION = 1
 
+SEAL_MAGIC = b"TOKFSTSUM1"
+SEAL_SIZE = len(SEAL_MAGIC) + 32
+
 
 def cache_dir() -> Path:
-    root = os.environ.get("TOKFST_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "tokfst")
-    return Path(root)
+    """The cache directory (see :func:`tokfst_cli.cache.cache_dir`)."""
+    from .cache import cache_dir as _cache_dir
+
+    return _cache_dir()
+
+
+# ---- seals ---------------------------------------------------------------------------------------
+def seal(data: bytes) -> bytes:
+    """``data`` followed by the seal: ``TOKFSTSUM1`` and sha256(data)."""
+    return data + SEAL_MAGIC + hashlib.sha256(data).digest()
+
+
+def unseal(data: bytes) -> tuple[bytes, bool | None]:
+    """(content, verdict): True = a seal that verifies, False = a seal that does not, None = no seal."""
+    if len(data) >= SEAL_SIZE and data[-SEAL_SIZE:-32] == SEAL_MAGIC:
+        body = data[:-SEAL_SIZE]
+        return body, hashlib.sha256(body).digest() == data[-32:]
+    return data, None
+
+
+# ---- output destinations -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Destination:
+    """Where OUT goes: ``stdout``, an open ``fd``, a ``device`` written in place, or a regular ``file``."""
+
+    kind: str
+    path: str = ""  # device: the path to open; file: the real target (symlinks resolved)
+    fd: int = -1
+
+
+_FD_PATH = re.compile(r"/dev/fd/(?P<fd>\d+)|/proc/(?P<pid>self|thread-self|\d+)/fd/(?P<pfd>\d+)")
+
+
+def destination(out: str | os.PathLike | None) -> Destination:
+    """Resolve OUT; InputError for a directory or a path that cannot be a file."""
+    if out is None or os.fspath(out) == "-":
+        return Destination("stdout")
+    path = os.fspath(out)
+    norm = os.path.normpath(os.path.abspath(path))
+    if norm == "/dev/stdout":
+        return Destination("stdout")
+    if norm == "/dev/stderr":
+        return Destination("fd", path, 2)
+    m = _FD_PATH.fullmatch(norm)
+    if m and m.group("pid") not in (None, "self", "thread-self") and int(m.group("pid")) != os.getpid():
+        m = None  # another process's descriptor: an ordinary path
+    if m:
+        fd = int(m.group("fd") or m.group("pfd"))
+        return Destination("stdout") if fd == 1 else Destination("fd", path, fd)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        raise InputError(f"cannot write {path}: {e.strerror or e}", "give a writable file path") from None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise InputError(f"{path} is a directory", "give a file name for the output")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        return Destination("device", path)
+    target = os.path.realpath(path) if os.path.islink(path) else path
+    if target.startswith(("/proc/", "/dev/fd/")):  # a descriptor's magic link: never rename over it
+        return Destination("device", path)
+    return Destination("file", target)
 
 
 def atomic_write(path: str | os.PathLike, writer: Callable[[str], None]) -> None:
-    """Call ``writer(tmp_path)`` and rename the result onto ``path``; remove it on failure."""
-    path = Path(path)
+    """Call ``writer(tmp_path)`` and put the result at ``path`` (see :func:`destination`).
+
+    A regular file is replaced by renaming (a symlink keeps its link); stdout, descriptors,
+    FIFOs and devices get the bytes written in place. The temporary file is removed on failure.
+    """
+    dest = destination(path)
+    if dest.kind != "file":
+        with tempfile.TemporaryDirectory(prefix="tokfst-") as d:
+            tmp = os.path.join(d, "out")
+            writer(tmp)
+            _write_in_place(dest, os.fspath(path), Path(tmp).read_bytes())
+        return
+    _replace(dest.path, os.fspath(path), writer)
+
+
+def write_bytes(out: str | os.PathLike | None, data: bytes) -> None:
+    """Write ``data`` to OUT (see :func:`destination`): stdout for None or '-'."""
+    dest = destination(out)
+    if dest.kind == "file":
+        _replace(dest.path, os.fspath(out), lambda tmp: Path(tmp).write_bytes(data))
+    else:
+        _write_in_place(dest, os.fspath(out) if out is not None else "-", data)
+
+
+def temp_prefix(name: str, pid: int | None = None) -> str:
+    """The prefix of the temporary files written beside ``name`` by process ``pid``."""
+    return f".{name}.{os.getpid() if pid is None else pid}."
+
+
+def _replace(target: str, shown: str, writer: Callable[[str], None]) -> None:
+    parent = os.path.dirname(target) or "."
+    name = os.path.basename(target)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.makedirs(parent, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=temp_prefix(name), suffix=".tmp", dir=parent)
     except OSError as e:
-        raise TokfstError(f"cannot write {path}: {e.strerror or e}", "check the directory and permissions") from None
+        raise InputError(f"cannot write {shown}: {e.strerror or e}",
+                         "check that its directory exists and is writable") from None
     os.close(fd)
     try:
-        writer(tmp)
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
+        try:
+            mode = stat.S_IMODE(os.stat(target).st_mode)
+        except OSError:
+            mode = 0o666 & ~_UMASK
+        try:
+            writer(tmp)
+            os.chmod(tmp, mode)
+            os.replace(tmp, target)
+        except OSError as e:
+            raise TokfstError(f"cannot write {shown}: {e.strerror or e}",
+                              "check free space and permissions") from None
     except BaseException:
-        if os.path.exists(tmp):
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def _write_in_place(dest: Destination, shown: str, data: bytes) -> None:
+    if dest.kind == "stdout":
+        sys.stdout.flush()
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+        return
+    try:
+        fd = dest.fd if dest.kind == "fd" else os.open(dest.path, os.O_WRONLY | os.O_NOCTTY)
+    except OSError as e:
+        raise InputError(f"cannot write {shown}: {e.strerror or e}", "give a writable file path") from None
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        if e.errno == errno.EBADF:
+            raise InputError(f"cannot write {shown}: the descriptor is not open", "give a file path") from None
+        raise TokfstError(f"cannot write {shown}: {e.strerror or e}", "check the device") from None
+    finally:
+        if dest.kind == "device":
+            os.close(fd)
 
 
 def _umask() -> int:
@@ -56,28 +199,22 @@ def _umask() -> int:
     return mask
 
 
-def write_bytes(out: str | None, data: bytes) -> None:
-    """Write to OUT atomically, or to stdout when OUT is None or '-'."""
-    if out in (None, "-"):
-        sys.stdout.buffer.write(data)
-        sys.stdout.buffer.flush()
-        return
-    atomic_write(out, lambda tmp: Path(tmp).write_bytes(data))
+_UMASK = _umask()
 
 
-def fst_bytes(fst: pynini.Fst) -> bytes:
-    """The binary OpenFst serialization (vector format)."""
-    with tempfile.TemporaryDirectory() as d:
+# ---- OpenFst files -------------------------------------------------------------------------------
+def fst_bytes(fst: pynini.Fst, sealed: bool = True) -> bytes:
+    """The binary OpenFst serialization (vector format), sealed unless ``sealed=False``."""
+    with tempfile.TemporaryDirectory(prefix="tokfst-") as d:
         p = os.path.join(d, "x.fst")
         fst.write(p)
-        return Path(p).read_bytes()
+        data = Path(p).read_bytes()
+    return seal(data) if sealed else data
 
 
 def write_fst(out: str | None, fst: pynini.Fst) -> None:
-    if out in (None, "-"):
-        write_bytes(out, fst_bytes(fst))
-    else:
-        atomic_write(out, lambda tmp: fst.write(tmp))
+    """A sealed OpenFst file to OUT (see :func:`write_bytes`)."""
+    write_bytes(out, fst_bytes(fst))
 
 
 @contextlib.contextmanager
@@ -98,54 +235,175 @@ def quiet_native_stderr() -> Iterator[None]:
         os.close(devnull)
 
 
-def read_fst(src: str) -> pynini.Fst:
-    """Read an OpenFst file (or '-' for stdin), with a one-line error for anything else."""
+def read_input(src: str, what: str, fix: str, hint: str | None = None) -> bytes:
+    """The bytes of an input path ('-' = stdin); InputError naming the path when it cannot be read."""
     try:
         if src == "-":
-            data = sys.stdin.buffer.read()
-            with tempfile.TemporaryDirectory() as d:
-                p = os.path.join(d, "in.fst")
-                Path(p).write_bytes(data)
-                with quiet_native_stderr():
-                    return pynini.Fst.read(p)
-        if not os.path.isfile(src):
-            raise InputError(f"no such file: {src}", "give an existing .fst file")
-        with quiet_native_stderr():
-            return pynini.Fst.read(src)
-    except pynini.FstIOError:
-        raise InputError(f"{src} is not a readable OpenFst file", "give a .fst written by tokfst or OpenFst") from None
+            return sys.stdin.buffer.read()
+        return Path(src).read_bytes()
+    except OSError as e:
+        reason = "no such file" if isinstance(e, FileNotFoundError) else (e.strerror or str(e))
+        raise InputError(f"cannot read {what} {src}: {reason}", fix, hint=hint) from None
 
 
-def cached_fst(name: str, build: Callable[[], pynini.Fst]) -> pynini.Fst:
-    """Load ``name`` from the cache, or build it and store it (a corrupt entry is rebuilt)."""
-    path = cache_dir() / f"v{FORMAT_VERSION}-{name}.fst"
-    if path.exists():
-        try:
-            with quiet_native_stderr():
-                return pynini.Fst.read(str(path))
-        except pynini.FstIOError:
-            pass
-    fst = build()
+FST_FIX = "give a .fst written by tokfst or OpenFst"
+
+
+def read_fst(src: str) -> pynini.Fst:
+    """Read an OpenFst file (or '-' for stdin), with a one-line error for anything else."""
+    return parse_fst(read_input(src, "OpenFst file", FST_FIX), src)
+
+
+def parse_fst(data: bytes, source: str, fix: str = FST_FIX, hint: str | None = None) -> pynini.Fst:
+    """An Fst from a file's bytes: a sealed file is verified, an unsealed one checked structurally."""
+    body, verdict = unseal(data)
+    if verdict is False:
+        raise InputError(f"{source} is truncated or damaged (checksum mismatch)", fix, hint=hint)
+    if verdict is None:
+        body = check_openfst(body, source, fix, hint)
     try:
-        atomic_write(path, lambda tmp: fst.write(tmp))
-    except TokfstError:
-        pass  # an unwritable cache only costs time
+        with quiet_native_stderr():
+            fst = pynini.Fst.read_from_string(body)
+            ok = verdict or fst.verify()
+    except (pynini.FstIOError, pynini.FstOpError, RuntimeError, MemoryError):
+        raise InputError(f"{source} is not a readable OpenFst file", fix, hint=hint) from None
+    if not ok:
+        raise InputError(f"{source} is not a valid OpenFst file (damaged: bad state or label)", fix, hint=hint)
     return fst
 
 
+FST_MAGIC = 2125659606
+_SYMBOLS_MAGIC = 2125658996
+_VECTOR_VERSION = 2
+_PROPS_EXPANDED_MUTABLE = 0x3
+_WEIGHT_SIZE = {"standard": 4, "log": 4, "log64": 8}
+
+
+def check_openfst(data: bytes, source: str, fix: str = FST_FIX, hint: str | None = None) -> bytes:
+    """Refuse what would make OpenFst abort (huge counts, overlong strings); the bytes to read.
+
+    Walks the header, symbol tables and states of a vector FST without building anything and
+    returns the bytes with the stored properties reset to "unknown", so a damaged property
+    word cannot mislead OpenFst's algorithms (they are recomputed on demand).
+    """
+    def bad(why: str) -> InputError:
+        return InputError(f"{source} is not a readable OpenFst file ({why})", fix, hint=hint)
+
+    n = len(data)
+    pos = 0
+
+    def take(fmt: str) -> tuple:
+        nonlocal pos
+        size = struct.calcsize(fmt)
+        if pos + size > n:
+            raise bad("truncated")
+        out = struct.unpack_from(fmt, data, pos)
+        pos += size
+        return out
+
+    def string() -> bytes:
+        nonlocal pos
+        (length,) = take("<i")
+        if length < 0 or pos + length > n:
+            raise bad("truncated or damaged string")
+        pos += length
+        return data[pos - length:pos]
+
+    def symbols() -> None:
+        nonlocal pos
+        if take("<i")[0] != _SYMBOLS_MAGIC:
+            raise bad("damaged symbol table")
+        string()
+        take("<q")
+        (size,) = take("<q")
+        if size < 0 or size > (n - pos) // 12:
+            raise bad("damaged symbol table")
+        for _ in range(size):
+            (length,) = struct.unpack_from("<i", data, pos) if pos + 4 <= n else (-1,)
+            if length < 0 or pos + 4 + length + 8 > n:
+                raise bad("damaged symbol table")
+            pos += 4 + length + 8
+
+    if n < 4 or take("<i")[0] != FST_MAGIC:
+        raise bad("no OpenFst header")
+    fst_type, arc_type = string(), string()
+    version, flags = take("<ii")
+    props_at = pos
+    _, start, num_states, _ = take("<Qqqq")
+    if fst_type != b"vector":
+        raise InputError(f"{source} is a {fst_type.decode('ascii', 'replace')!r} FST; tokfst reads vector FSTs",
+                         "convert it to a vector FST with fstconvert", hint=hint)
+    weight = _WEIGHT_SIZE.get(arc_type.decode("ascii", "replace"))
+    if weight is None:
+        raise bad(f"arc type {arc_type.decode('ascii', 'replace')!r}")
+    if version < _VECTOR_VERSION or flags & ~0x7:
+        raise bad("unknown version or flags")
+    if flags & 1:
+        symbols()
+    if flags & 2:
+        symbols()
+    if num_states < -1 or num_states > (n - pos) // (weight + 8):
+        raise bad("damaged state count")
+    if not -1 <= start < max(num_states, 0) and not (num_states == -1 and start >= -1):
+        raise bad("damaged start state")
+    arc = 12 + weight
+    states = 0
+    while (states < num_states) if num_states >= 0 else (pos < n):
+        if pos + weight + 8 > n:
+            raise bad("truncated")
+        (narcs,) = struct.unpack_from("<q", data, pos + weight)
+        pos += weight + 8
+        if narcs < 0 or narcs > (n - pos) // arc:
+            raise bad("truncated or damaged arc count")
+        pos += narcs * arc
+        states += 1
+    out = bytearray(data[:pos])
+    struct.pack_into("<Q", out, props_at, _PROPS_EXPANDED_MUTABLE)
+    return bytes(out)
+
+
+# ---- the cache -----------------------------------------------------------------------------------
+def cached_fst(name: str, build: Callable[[], pynini.Fst]) -> pynini.Fst:
+    """Load ``name`` from the cache, or build it and store it (a damaged entry is rebuilt)."""
+    from . import cache
+
+    path = cache_dir() / f"v{FORMAT_VERSION}-{name}.fst"
+    data = cache.load(path)
+    if data is not None:
+        try:
+            with quiet_native_stderr():
+                return pynini.Fst.read_from_string(data)
+        except pynini.FstIOError:
+            pass
+    fst = build()
+    cache.store(path, fst_bytes(fst))
+    return fst
+
+
+# ---- containers ----------------------------------------------------------------------------------
+def _checksum(header: dict, body: bytes) -> str:
+    """sha256 over the canonical header (without its checksum fields) and the body."""
+    rest = {k: v for k, v in header.items() if k not in ("sha256", "checksum")}
+    h = hashlib.sha256(json.dumps(rest, sort_keys=True).encode())
+    h.update(body)
+    return h.hexdigest()
+
+
 def pack(magic: bytes, header: dict, body: bytes) -> bytes:
-    """A tokfst container: magic, u32 header length, JSON header (with the body's sha256), body."""
-    h = json.dumps({**header, "sha256": hashlib.sha256(body).hexdigest()}, sort_keys=True).encode()
+    """A tokfst container: magic, u32 header length, JSON header, body.
+
+    The header carries ``sha256`` (of the body) and ``checksum`` (of the header's other fields
+    and the body), so a changed header field is detected as surely as a damaged body.
+    """
+    header = {**header, "sha256": hashlib.sha256(body).hexdigest()}
+    header["checksum"] = _checksum(header, body)
+    h = json.dumps(header, sort_keys=True).encode()
     return magic + struct.pack("<I", len(h)) + h + body
 
 
 def read_artifact(path: str, hint: str | None = None) -> bytes:
     """An artifact's bytes; InputError naming the path when it cannot be read."""
-    try:
-        return Path(path).read_bytes()
-    except OSError as e:
-        raise InputError(f"cannot read {path}: {e.strerror or e}", "give a readable artifact file",
-                         hint=hint) from None
+    return read_input(path, "artifact", "give a readable artifact file", hint=hint)
 
 
 def unpack(data: bytes, magic: bytes, fmt: str, version: int, source: str, fix: str,
@@ -160,20 +418,19 @@ def unpack(data: bytes, magic: bytes, fmt: str, version: int, source: str, fix: 
     start = len(magic) + 4
     try:
         header = json.loads(data[start:start + hlen])
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         raise error(f"{source} has a damaged header (truncated?)") from None
+    if not isinstance(header, dict):
+        raise error(f"{source} has a damaged header")
     if header.get("format") != fmt or header.get("version") != version:
-        raise error(f"{source} has format {header.get('format')} v{header.get('version')}, "
+        raise error(f"{source} has format {str(header.get('format'))[:40]} v{str(header.get('version'))[:10]}, "
                     f"expected {fmt} v{version}")
     body = data[start + hlen:]
     if hashlib.sha256(body).hexdigest() != header.get("sha256"):
         raise error(f"{source} is truncated or damaged (checksum mismatch)")
+    if "checksum" in header and header["checksum"] != _checksum(header, body):
+        raise error(f"{source} has a damaged header (checksum mismatch)")
     return header, body
-
-
-_FST_MAGIC = 2125659606
-_VECTOR_VERSION = 2
-_PROPS_EXPANDED_MUTABLE = 0x3
 
 
 def fst_from_arrays(num_states: int, start: int, finals: np.ndarray, src: np.ndarray, ilabel: np.ndarray,
@@ -187,7 +444,7 @@ def fst_from_arrays(num_states: int, start: int, finals: np.ndarray, src: np.nda
     order = np.argsort(src, kind="stable")
     src, ilabel, olabel, dst = src[order], ilabel[order], olabel[order], dst[order]
     counts = np.bincount(src, minlength=num_states).astype(np.int64)
-    header = struct.pack("<i", _FST_MAGIC)
+    header = struct.pack("<i", FST_MAGIC)
     for s in (b"vector", b"standard"):
         header += struct.pack("<i", len(s)) + s
     header += struct.pack("<iiQqqq", _VECTOR_VERSION, 0, _PROPS_EXPANDED_MUTABLE, start, num_states, 0)
@@ -202,4 +459,3 @@ def fst_from_arrays(num_states: int, start: int, finals: np.ndarray, src: np.nda
         parts.append(raw[begin:end])
         begin = end
     return pynini.Fst.read_from_string(b"".join(parts))
-

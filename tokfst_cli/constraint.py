@@ -103,11 +103,49 @@ class IndexDecoder(_Table):
 def _index(data: bytes, source: str) -> IndexDecoder:
     try:
         index = json.loads(data)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         raise InputError(f"{source} is not valid JSON", "give an artifact written by tokfst promote") from None
     if not isinstance(index, dict) or index.get("format") != "tokfst-index":
         raise InputError(f"{source} is not a tokfst-index file", "give an artifact written by tokfst promote")
+    problem = index_problem(index)
+    if problem:
+        raise InputError(f"{source} is a damaged tokfst-index file: {problem}", "rebuild it with tokfst promote",
+                         hint="rebuild-index")
     return IndexDecoder(index)
+
+
+def index_problem(index: dict) -> str | None:
+    """What is wrong with a parsed index (version, checksum, structure), or None."""
+    from .index import VERSION, checksum
+
+    if index.get("version") != VERSION:
+        return f"version {index.get('version')!r}, expected {VERSION}"
+    if "sha256" in index and index["sha256"] != checksum(index):
+        return "checksum mismatch"
+    try:
+        tok = index["tokenizer"]
+        vocab = tok["vocab_size"]
+        if not (isinstance(tok["fingerprint"], str) and isinstance(vocab, int) and vocab > 0):
+            return "bad tokenizer field"
+        masks, states, finals = index["masks"], index["states"], index["finals"]
+        n = len(states)
+        if not (isinstance(index["initial"], int) and 0 <= index["initial"] < n):
+            return "initial state out of range"
+        if any(not isinstance(f, int) or not 0 <= f < n for f in finals):
+            return "final state out of range"
+        for m in masks:
+            a = np.asarray(m)
+            if a.ndim != 1 or (a.size and (a.dtype.kind != "i" or a[0] < 0 or a[-1] >= vocab or (np.diff(a) <= 0).any())):
+                return "a mask is not a sorted list of token ids"
+        for st in states:
+            k, nxt = st["mask"], np.asarray(st["next"])
+            if not isinstance(k, int) or not 0 <= k < len(masks) or nxt.ndim != 1 or len(nxt) != len(masks[k]):
+                return "a state's mask or next states do not fit"
+            if nxt.size and (nxt.dtype.kind != "i" or nxt.min() < 0 or nxt.max() >= n):
+                return "a next state out of range"
+    except (KeyError, TypeError, ValueError, IndexError):
+        return "missing or mistyped fields"
+    return None
 
 
 def load(path: str, tokenizer: TokenizerModel | str | None = None) -> Decoder:

@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 
 class TokfstError(Exception):
-    """A failure the user can act on. ``exit_code`` 1 = runtime error, 2 = bad input/usage."""
+    """A failure the user can act on. ``exit_code`` 1 = runtime error, 2 = bad input/usage, 3 = a limit."""
 
     exit_code = 1
 
@@ -39,30 +39,35 @@ class InputError(TokfstError):
 
 
 class LimitError(TokfstError):
-    """A size limit was reached (exit 1).
+    """A size limit was reached (exit 3).
 
     ``stage`` names what was being built, ``limit`` the parameter (``max_states``,
     ``max_arcs``), ``bound`` its value, ``value`` the size reached (None when the
     construction stopped on passing the bound), ``remedy`` a key for the way out
     (``factorized``, ``product``, ``implicit``, ``simplify``, ``vocabulary`` or None).
+    ``at_least``: ``value`` is a lower bound estimated before building (nothing was built).
     """
 
+    exit_code = 3
     UNITS = {"max_states": "states", "max_arcs": "arcs"}
 
     def __init__(self, stage: str, limit: str, bound: int, value: int | None = None,
-                 remedy: str | None = None, unit: str | None = None):
+                 remedy: str | None = None, unit: str | None = None, at_least: bool = False):
         self.stage, self.limit, self.bound, self.value, self.remedy = stage, limit, bound, value, remedy
         self.unit = unit or self.UNITS.get(limit, "units")
+        self.at_least = at_least and value is not None
         super().__init__(self.message(), None, hint=remedy, stage=stage, limit=limit, bound=bound, value=value)
 
     def with_remedy(self, remedy: str) -> "LimitError":
         """The same limit, with another way out."""
-        return LimitError(self.stage, self.limit, self.bound, self.value, remedy, self.unit)
+        return LimitError(self.stage, self.limit, self.bound, self.value, remedy, self.unit, self.at_least)
 
     def message(self, option: Callable[[str], str] = lambda name: name) -> str:
         name = option(self.limit)
         if self.value is None:
             return f"{self.stage} needs more than {name} {self.bound} {self.unit}"
+        if self.at_least:
+            return f"{self.stage} would have at least {self.value} {self.unit} (> {name} {self.bound})"
         return f"{self.stage} has {self.value} {self.unit} (> {name} {self.bound})"
 
 

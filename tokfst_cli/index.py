@@ -3,6 +3,8 @@
 States with the same set of allowed tokens share one mask ("coalescence"); a state with a
 single allowed token can be advanced without calling the model (seed 000 Sec. 7).
 
+``constraint.load`` verifies the checksum and the structure (a file without ``sha256`` is still read).
+
 Format ``tokfst-index`` version 1 (JSON):
     format, version         "tokfst-index", 1
     generator               "tokfst <version>"
@@ -13,21 +15,48 @@ Format ``tokfst-index`` version 1 (JSON):
     masks                   list of masks; each a sorted list of allowed token ids
     states                  per state: {"mask": index into masks, "next": [next state per token of the mask]}
     stats                   {states, arcs, masks, states_in_shared_masks, single_token_states, final_only_states}
+    sha256                  sha256 of the canonical JSON of tokenizer, regex, initial, finals, masks, states
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 import pynini
 
 from . import __version__
 from .artifacts import FORMAT_VERSION
+from .errors import LimitError
+from .progress import report, stage
 from .tokenizer import TokenizerModel
 
+VERSION = FORMAT_VERSION
 
-def build_index(fst: pynini.Fst, model: TokenizerModel, pattern: str) -> dict[str, Any]:
-    """Export a deterministic token acceptor (labels = id + 1) as a coalesced index."""
+
+def build_index(fst: pynini.Fst, model: TokenizerModel, pattern: str, max_states: int | None = None,
+                max_arcs: int | None = None) -> dict[str, Any]:
+    """Export a deterministic token acceptor (labels = id + 1) as a coalesced index.
+
+    The index has the acceptor's states and arcs, counted first: past ``max_states`` or
+    ``max_arcs`` a LimitError is raised before any of it is built.
+    """
+    with stage("index export"):
+        states = fst.num_states()
+        if max_states is not None and states > max_states:
+            raise LimitError("the index", "max_states", max_states, states)
+        if max_arcs is not None:
+            arcs = 0
+            for s in fst.states():
+                arcs += fst.num_arcs(s)
+                if arcs > max_arcs:
+                    raise LimitError("the index", "max_arcs", max_arcs, remedy="factorized")
+        report(states)
+        return _index(fst, model, pattern)
+
+
+def _index(fst: pynini.Fst, model: TokenizerModel, pattern: str) -> dict[str, Any]:
     zero = pynini.Weight.zero(fst.weight_type())
     mask_ids: dict[tuple[int, ...], int] = {}
     masks: list[list[int]] = []
@@ -46,9 +75,9 @@ def build_index(fst: pynini.Fst, model: TokenizerModel, pattern: str) -> dict[st
         if fst.final(s) != zero:
             finals.append(s)
     shared = sum(n for n in group_size.values() if n > 1)
-    return {
+    index = {
         "format": "tokfst-index",
-        "version": FORMAT_VERSION,
+        "version": VERSION,
         "generator": f"tokfst {__version__}",
         "tokenizer": {"fingerprint": model.fingerprint, "source": model.source, "vocab_size": model.vocab_size},
         "regex": pattern,
@@ -65,3 +94,14 @@ def build_index(fst: pynini.Fst, model: TokenizerModel, pattern: str) -> dict[st
             "final_only_states": sum(1 for st in states if not st["next"]),
         },
     }
+    index["sha256"] = checksum(index)
+    return index
+
+
+CHECKED = ("tokenizer", "regex", "initial", "finals", "masks", "states")
+
+
+def checksum(index: dict) -> str:
+    """sha256 of the fields a decoder reads (canonical JSON), so damage is refused on load."""
+    body = {k: index.get(k) for k in CHECKED}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()).hexdigest()

@@ -125,9 +125,17 @@ def check_method(model: TokenizerModel, canonical: bool, method: str | None) -> 
 
 def _materialized_or_factorized(result: Result, materialize: Callable[[], pynini.Fst],
                                 factorize: Callable[[], tuple[Any, Callable[[], bytes]]],
-                                factorized_ok: bool) -> Result:
-    """The materialized automaton; past a limit the factorized form, or the LimitError."""
+                                factorized_ok: bool, exceeds: Callable[[], LimitError | None] | None = None) -> Result:
+    """The materialized automaton; past a limit the factorized form, or the LimitError.
+
+    ``exceeds`` (when the factorized form is acceptable) may prove beforehand that
+    ``materialize`` would pass a limit, from a lower bound on its size: then the factorized form
+    is chosen without the attempt. It returns None when it cannot prove it (then build as
+    always), so the choice is the same as without it."""
     try:
+        overflow = exceeds() if exceeds is not None and factorized_ok else None
+        if overflow is not None:
+            raise overflow
         result.fst = materialize()
     except LimitError as e:
         if not factorized_ok:
@@ -177,7 +185,8 @@ def canonicalize_maxmatch(model: TokenizerModel, automaton: ByteAutomaton, text:
     else:
         _materialized_or_factorized(
             result, lambda: product.materialize(machine, limits.max_states, limits.max_arcs),
-            lambda: (machine, lambda: factorized.to_bytes(machine, model, result.pattern)), factorized_ok)
+            lambda: (machine, lambda: factorized.to_bytes(machine, model, result.pattern)), factorized_ok,
+            lambda: product.exceeds(machine, limits.max_states, limits.max_arcs))
     if result.fst is not None:
         from .symbols import token_table
 

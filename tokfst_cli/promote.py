@@ -10,11 +10,14 @@ then skipped; otherwise OpenFst minimizes.
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 
+import numpy as np
 import pynini
 
 from .errors import EmptyLanguageError, LimitError
+from .progress import report
 from .regex import ByteAutomaton
 from .tokenizer import TokenizerModel
 
@@ -40,6 +43,79 @@ def count_arcs(fst: pynini.Fst) -> int:
     return sum(fst.num_arcs(s) for s in fst.states())
 
 
+def arc_arrays(fst: pynini.Fst) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(source, input label, next state) of every arc, read in bulk off OpenFst's vector format.
+
+    The inverse of :func:`tokfst_cli.artifacts.fst_from_arrays`: per state its final weight
+    (f32), arc count (i64) and 16-byte arcs (ilabel, olabel, weight, nextstate).
+    """
+    g = fst.copy()
+    g.set_input_symbols(None)
+    g.set_output_symbols(None)
+    data = g.write_to_string()
+    pos = 4
+    for _ in range(2):  # fst type, arc type
+        (n,) = struct.unpack_from("<i", data, pos)
+        pos += 4 + n
+    _, _, _, _, num_states, _ = struct.unpack_from("<iiQqqq", data, pos)
+    pos += struct.calcsize("<iiQqqq")
+    view, chunks, counts = memoryview(data), [], []
+    unpack = struct.Struct("<fq").unpack_from
+    for _ in range(num_states):
+        _, n = unpack(data, pos)
+        pos += 12
+        chunks.append(view[pos:pos + 16 * n])
+        counts.append(n)
+        pos += 16 * n
+    arcs = np.frombuffer(b"".join(chunks), _ARC)
+    src = np.repeat(np.arange(num_states, dtype=np.int64), np.asarray(counts, np.int64))
+    return src, arcs["ilabel"].astype(np.int64), arcs["nextstate"].astype(np.int64)
+
+
+_ARC = np.dtype([("ilabel", "<i4"), ("olabel", "<i4"), ("weight", "<f4"), ("nextstate", "<i4")])
+
+
+def _two_byte_tokens(model: TokenizerModel) -> np.ndarray:
+    """Row b: the bytes c (as a 256-bit set, 4 x uint64) such that bc is a token's surface."""
+    cached = model.__dict__.get("_two_byte_tokens")
+    if cached is None:
+        cached = np.zeros((256, 4), np.uint64)
+        for _, s in model.lexicon_items():
+            if len(s) == 2:
+                cached[s[0], s[1] >> 6] |= np.uint64(1) << np.uint64(s[1] & 63)
+        model.__dict__["_two_byte_tokens"] = cached
+    return cached
+
+
+def composition_at_least(model: TokenizerModel, a: pynini.Fst) -> int | None:
+    """A lower bound on the states of connect(A o T), from A's arcs alone (None: no bound).
+
+    Applies when every byte is a token and A is trim (then every (q, root) pair is reachable and
+    co-reachable). Besides those, for every arc p -b-> q of A, the pair (q, trie node of b) is a
+    state of A o T whenever some token bc has c on an arc leaving q: reachable through b from
+    (p, root), co-reachable through c back to the root. Distinct (q, b) give distinct states.
+    """
+    trim = pynini.ACCESSIBLE | pynini.COACCESSIBLE
+    if not covers_all_bytes(model) or a.properties(trim, True) != trim:
+        return None
+    n = a.num_states()
+    src, label, dst = arc_arrays(a)
+    byte = label - 1
+    ok = byte >= 0
+    src, byte, dst = src[ok], byte[ok], dst[ok]
+    out = np.zeros((n, 4), np.uint64)  # the bytes on the arcs leaving each state (arcs come grouped by state)
+    if len(src):
+        first = np.flatnonzero(np.r_[True, src[1:] != src[:-1]])
+        bit = np.left_shift(np.uint64(1), (byte & 63).astype(np.uint64))
+        for k in range(4):
+            out[src[first], k] = np.bitwise_or.reduceat(np.where(byte >> 6 == k, bit, np.uint64(0)), first)
+    pairs = np.sort(dst * 256 + byte)  # distinct (q, b); np.unique is much slower here (numpy 2.4)
+    pairs = pairs[np.r_[True, pairs[1:] != pairs[:-1]]]
+    q, b = pairs // 256, pairs % 256
+    inner = (_two_byte_tokens(model)[b] & out[q]).any(axis=1)
+    return n + int(inner.sum())
+
+
 def promote(
     model: TokenizerModel,
     automaton: ByteAutomaton,
@@ -49,7 +125,12 @@ def promote(
 ) -> Promoted:
     """The minimal acceptor of token sequences whose concatenated surfaces are in L(A)."""
     a = automaton.fst.copy().arcsort("olabel")
+    if 257 * a.num_states() > max_states:  # else the bound below cannot pass max_states
+        at_least = composition_at_least(model, a)
+        if at_least is not None and at_least > max_states:
+            raise LimitError("A o T", "max_states", max_states, at_least, remedy="simplify", at_least=True)
     c = pynini.compose(a, lexicon, connect=True)
+    report(c.num_states())
     if c.num_states() > max_states:
         raise LimitError("A o T", "max_states", max_states, c.num_states(), remedy="simplify")
     c.project("output").rmepsilon()

@@ -18,12 +18,14 @@ import unicodedata
 from dataclasses import dataclass
 
 import interegular
+import numpy as np
 import pynini
 from interegular import patterns as ip
 from interegular.fsm import anything_else
 
 from . import utf8
 from .errors import EmptyLanguageError, InputError, LimitError
+from .progress import report
 from .symbols import byte_table
 
 Ranges = list[tuple[int, int]]
@@ -137,34 +139,318 @@ def _needs_interegular(node) -> bool:
     return not (isinstance(node, ip._CharGroup) or node is ip._DOT or node is ip._EMPTY)
 
 
-def _build(node, memo: dict) -> pynini.Fst:
-    """Thompson-style construction over the parse tree with pynini's rational operations."""
+# ---- estimate, then build --------------------------------------------------------------------
+@dataclass(frozen=True)
+class Lengths:
+    """Word lengths in bytes of a sub-language: ``maxlen`` None = unbounded; ``empty`` = no word."""
+
+    empty: bool
+    minlen: int = 0
+    maxlen: int | None = 0
+
+
+def lengths(node, chars_only: bool = False) -> Lengths:
+    """Shortest and longest word of ``node``'s language, from the tree alone (O(tree), no building).
+
+    In bytes; with ``chars_only`` (inline flags: case folding may change a character's UTF-8
+    length) every character counts one byte, which only lowers both numbers.
+    """
     if node is ip._EMPTY:
-        return pynini.accep("")
+        return Lengths(False)
     if node is ip._DOT:
-        node = ip._CharGroup(frozenset("\n"), True)  # Python re: any character but newline
+        return Lengths(False, 1, 1 if chars_only else 4)
     if isinstance(node, ip._CharGroup):
-        key = (node.chars, node.negated)
-        if key not in memo:
-            memo[key] = ranges_acceptor(_char_class(node))
-        return memo[key].copy()
+        if chars_only:
+            return Lengths(not node.chars and not node.negated, 1, 1)
+        ranges = _char_class(node)
+        if not ranges:
+            return Lengths(True)
+        return Lengths(False, len(chr(ranges[0][0]).encode("utf-8")), len(chr(ranges[-1][1]).encode("utf-8")))
     if isinstance(node, ip._Concatenation):
-        f = pynini.accep("")
-        for part in node.parts:
-            f.concat(_build(part, memo))
-        return f
+        parts = [lengths(p, chars_only) for p in node.parts]
+        if any(p.empty for p in parts):
+            return Lengths(True)
+        top = None if any(p.maxlen is None for p in parts) else sum(p.maxlen for p in parts)
+        return Lengths(False, sum(p.minlen for p in parts), top)
     if isinstance(node, ip.Pattern):
-        if not node.options:
-            return pynini.Fst()  # no alternative: the empty language
-        first, *rest = (_build(o, memo) for o in node.options)
-        return first.union(*rest) if rest else first
+        opts = [o for o in (lengths(o, chars_only) for o in node.options) if not o.empty]
+        if not opts:
+            return Lengths(True)
+        top = None if any(o.maxlen is None for o in opts) else max(o.maxlen for o in opts)
+        return Lengths(False, min(o.minlen for o in opts), top)
     if isinstance(node, ip._Repeated):
-        base = _build(node.base, memo).rmepsilon()
-        upper = node.max if node.max is not None else 0  # pynini: upper 0 = unbounded
         if node.max == 0:
+            return Lengths(False)
+        base = lengths(node.base, chars_only)
+        if base.empty:
+            return Lengths(node.min > 0)
+        if node.max is None or base.maxlen is None:
+            top = None if (base.maxlen is None or base.maxlen > 0) else 0
+        else:
+            top = node.max * base.maxlen
+        return Lengths(False, node.min * base.minlen, top)
+    return Lengths(False, 0, None)  # a node interegular resolves itself: no bound from it
+
+
+def states_at_least(tree, chars_only: bool = False) -> int:
+    """A lower bound on the states of the regex's minimal byte automaton (0 if its language is empty).
+
+    A shortest accepted word visits distinct states (a repeated state could be cut out), and
+    so does every word of a finite language (a repeated state would be a cycle): at least
+    ``minlen + 1`` states, and ``maxlen + 1`` when the language is finite.
+    """
+    ln = lengths(tree, chars_only)
+    if ln.empty:
+        return 0
+    return (ln.minlen if ln.maxlen is None else ln.maxlen) + 1
+
+
+def _unwrap(node):
+    """The single repeatable inside trivial groups: ``(?:x)`` and ``(x)`` are x."""
+    while True:
+        if isinstance(node, ip.Pattern) and len(node.options) == 1 and not (node.added_flags or node.removed_flags):
+            node = node.options[0]
+        elif isinstance(node, ip._Concatenation) and len(node.parts) == 1:
+            node = node.parts[0]
+        else:
+            return node
+
+
+def flatten(node: ip._Repeated) -> tuple[object, int, int | None]:
+    """``(x{c,d}){a,b}`` as ``x{ac,bd}`` when the count intervals [ic, id], a <= i <= b, leave no gap.
+
+    Returns (base, min, max) with max None = unbounded. Languages: (x{c,d})^i is the union of
+    x^k for k in [ic, id], so the repetition is x^k for k in the union of those intervals.
+    """
+    base, lo, hi = node.base, node.min, node.max
+    while True:
+        inner = _unwrap(base)
+        if not isinstance(inner, ip._Repeated) or hi == 0:
+            return base, lo, hi
+        c, d = inner.min, inner.max
+        if d == 0:  # x{0} is the empty string, and so is any repetition of it
+            return ip._EMPTY, 0, 0
+        # intervals i and i+1 touch when (i+1)c <= id + 1; the worst case is the smallest i >= lo
+        # (for i = 0 the interval is {0}); d None: [ic, inf) touches for any i >= 1
+        def touches(i: int) -> bool:
+            if hi is not None and i >= hi:
+                return True  # no interval i+1
+            if i == 0:
+                return c <= 1
+            return d is None or (i + 1) * c <= i * d + 1
+        if not (touches(lo) and touches(max(lo, 1))):
+            return base, lo, hi
+        base = inner.base
+        new_hi = None if (hi is None or d is None) else hi * d
+        lo, hi = lo * c, new_hi
+
+
+_DFA = pynini.I_DETERMINISTIC | pynini.NO_EPSILONS
+
+
+def _determinize(f: pynini.Fst, max_states: int) -> pynini.Fst:
+    """rmepsilon, then determinize stopping past ``max_states`` (skipped when already deterministic)."""
+    if f.properties(_DFA, True) == _DFA:
+        return f
+    f.rmepsilon()
+    if f.properties(pynini.I_DETERMINISTIC, True) == pynini.I_DETERMINISTIC:
+        return f
+    return pynini.determinize(f, nstate=max_states + 1)
+
+
+SMALL_REPETITION = 4096  # closure(m, n) of the base's NFA up to this many states, else powers of its DFA
+
+
+class _Builder:
+    """Thompson-style construction over the parse tree with pynini's rational operations.
+
+    Small repetitions (``small``: at most that many NFA states in all) are pynini's closure of
+    the base, as an epsilon-NFA determinized once at the end. A larger one, x{m,n}, starts from
+    the minimal DFA D of x: for a prefix-free x (a character class, a fixed word) copies of D in
+    a row (:meth:`chain`, linear); else the closure of D while its copies stay within
+    ``closure_budget`` states (default ``max_states``); else powers of D (:class:`_Powers`),
+    each step determinized with the state threshold and minimized. No step expands the text
+    m..n times, and every NFA stays within the budget.
+    """
+
+    def __init__(self, pattern: str, max_states: int, small: int | None = None, closure_budget: int | None = None):
+        self.pattern, self.max_states = pattern, max_states
+        self.small = SMALL_REPETITION if small is None else small
+        self.closure_budget = max_states if closure_budget is None else closure_budget
+        self.memo: dict = {}
+
+    def dfa(self, f: pynini.Fst, what: str) -> pynini.Fst:
+        """The minimal DFA of ``f``; LimitError when determinizing goes past ``max_states``."""
+        d = _determinize(f, self.max_states)
+        if d.num_states() > self.max_states:
+            raise LimitError(f"{what} in regex {self.pattern!r}", "max_states", self.max_states, remedy="simplify")
+        report(d.num_states())
+        return d.connect().minimize()
+
+    def build(self, node) -> pynini.Fst:
+        if node is ip._EMPTY:
             return pynini.accep("")
-        return base.closure(node.min, upper)
-    raise AssertionError(f"unexpected regex node {node!r}")  # _needs_interegular routes the rest
+        if node is ip._DOT:
+            node = ip._CharGroup(frozenset("\n"), True)  # Python re: any character but newline
+        if isinstance(node, ip._CharGroup):
+            key = (node.chars, node.negated)
+            if key not in self.memo:
+                self.memo[key] = ranges_acceptor(_char_class(node))
+            return self.memo[key].copy()
+        if isinstance(node, ip._Concatenation):
+            f = pynini.accep("")
+            for part in node.parts:
+                f.concat(self.build(part))
+            return f
+        if isinstance(node, ip.Pattern):
+            if not node.options:
+                return pynini.Fst()  # no alternative: the empty language
+            first, *rest = (self.build(o) for o in node.options)
+            return first.union(*rest) if rest else first
+        if isinstance(node, ip._Repeated):
+            if node not in self.memo:
+                self.memo[node] = self.repeat(*flatten(node))
+            return self.memo[node].copy()
+        raise AssertionError(f"unexpected regex node {node!r}")  # _needs_interegular routes the rest
+
+    def repeat(self, node, m: int, n: int | None) -> pynini.Fst:
+        if n == 0:
+            return pynini.accep("")
+        copies = n if n is not None else m + 1
+        base = self.build(node).rmepsilon()
+        if base.num_states() * copies <= self.small:
+            return base.closure(m, n if n is not None else 0)  # pynini: upper 0 = unbounded
+        d = self.dfa(base, "the byte automaton of a repeated group")
+        if _prefix_free(d):
+            return self.chain(d, m, n)
+        if d.num_states() * copies <= self.closure_budget:  # copies of the minimal base, determinized later
+            return d.closure(m, n if n is not None else 0)
+        return _Powers(self, d).repetition(m, n)
+
+    def chain(self, d: pynini.Fst, m: int, n: int | None) -> pynini.Fst:
+        """x{m,n} for a prefix-free x (its minimal DFA D has one final state, without arcs).
+
+        Copies of D in a row, each entered at a junction: the arcs into D's final state go to
+        the next junction, and the junctions after m..n copies are final (x{m,}: the last copy
+        loops back to its own junction). Deterministic by construction and built in bulk.
+        """
+        from .artifacts import fst_from_arrays
+
+        start = d.start()
+        (final,) = [q for q in d.states() if d.final(q) != pynini.Weight.zero(d.weight_type())]
+        if start == final:
+            return pynini.accep("")
+        arcs = [(q, a.ilabel, a.nextstate) for q in d.states() for a in d.arcs(q)]
+        entry_loops = any(t == start for _, _, t in arcs)
+        inner = [q for q in d.states() if q != final]
+        local = {q: i for i, q in enumerate(inner)}
+        width = len(inner) + entry_loops  # per copy; the entry is a separate state when D's start has arcs in
+        entry = len(inner) if entry_loops else local[start]
+        junction = -1
+        src = [local[q] for q, _, _ in arcs] + ([entry] * d.num_arcs(start) if entry_loops else [])
+        lab = [x for _, x, _ in arcs] + ([a.ilabel for a in d.arcs(start)] if entry_loops else [])
+        dst = [junction if t == final else local[t] for _, _, t in arcs]
+        dst += [junction if a.nextstate == final else local[a.nextstate] for a in d.arcs(start)] if entry_loops else []
+        copies = n if n is not None else m + 1
+        states = copies * width + (n is not None)
+        if states > self.max_states:
+            what = f"the byte automaton of a repetition {{{m},{'' if n is None else n}}} in regex {self.pattern!r}"
+            raise LimitError(what, "max_states", self.max_states, states, remedy="simplify")
+        report(states)
+        src, lab, dst = (np.asarray(v, np.int64) for v in (src, lab, dst))
+        base = np.arange(copies, dtype=np.int64)[:, None] * width
+        next_junction = base + width + entry  # the junction after copy i: entry of copy i + 1
+        if n is None:
+            next_junction[-1] = base[-1] + entry  # x{m,}: the last copy loops to its own junction
+        else:
+            next_junction[-1] = copies * width  # the end state
+        all_src = (base + src).ravel()
+        all_dst = np.where(dst == junction, next_junction, base + dst).ravel()
+        all_lab = np.broadcast_to(lab, (copies, len(lab))).ravel()
+        finals = np.zeros(states, bool)
+        junctions = np.append(np.arange(copies, dtype=np.int64) * width + entry, [copies * width] if n is not None else [])
+        finals[junctions[m:].astype(np.int64)] = True
+        return fst_from_arrays(states, entry, finals, all_src, all_lab, all_lab, all_dst)
+
+
+def _prefix_free(d: pynini.Fst) -> bool:
+    """Is the minimal DFA's language prefix-free (one final state, without arcs)?"""
+    zero = pynini.Weight.zero(d.weight_type())
+    finals = [q for q in d.states() if d.final(q) != zero]
+    return len(finals) == 1 and d.num_arcs(finals[0]) == 0
+
+
+class _Powers:
+    """Powers D^k (``exactly``) and E_k = (eps | D)^k (``up_to``) of a minimal DFA D, by doubling."""
+
+    def __init__(self, builder: _Builder, d: pynini.Fst):
+        self.b = builder
+        self.squares = [d]  # D^(2^j)
+        self.upto_squares = [None]  # E_(2^j), built on demand
+
+    def det(self, f: pynini.Fst, lo: int, hi: int | None) -> pynini.Fst:
+        count = f"{{{lo}}}" if lo == hi else f"{{{lo},{'' if hi is None else hi}}}"
+        return self.b.dfa(f, f"the byte automaton of a repetition {count}")
+
+    def square(self, j: int) -> pynini.Fst:
+        while len(self.squares) <= j:
+            k = 1 << (len(self.squares) - 1)
+            self.squares.append(self.det(pynini.concat(self.squares[-1], self.squares[-1]), 2 * k, 2 * k))
+        return self.squares[j]
+
+    def upto_square(self, j: int) -> pynini.Fst:
+        """E_(2^j): E_1 = eps | D, E_2k = E_k | D^k E_k."""
+        while len(self.upto_squares) <= j:
+            self.upto_squares.append(None)
+        if self.upto_squares[j] is None:
+            if j == 0:
+                e = self.det(pynini.union(pynini.accep(""), self.squares[0]), 0, 1)
+            else:
+                k = 1 << (j - 1)
+                half = self.upto_square(j - 1)
+                e = self.det(pynini.union(half, pynini.concat(self.square(j - 1), half)), 0, 2 * k)
+            self.upto_squares[j] = e
+        return self.upto_squares[j]
+
+    def exactly(self, k: int) -> pynini.Fst | None:
+        """D^k (None for k = 0: the empty string)."""
+        acc, done, j = None, 0, 0
+        while k >> j:
+            if (k >> j) & 1:
+                sq = self.square(j)
+                done += 1 << j
+                acc = sq.copy() if acc is None else self.det(pynini.concat(acc, sq), done, done)
+            j += 1
+        return acc
+
+    def up_to(self, k: int) -> pynini.Fst:
+        """E_k, as E_(r+2^j) = E_r | D^r E_(2^j) over the bits of k."""
+        acc, power, r, j = None, None, 0, 0
+        while k >> j:
+            if (k >> j) & 1:
+                e = self.upto_square(j)
+                if acc is None:
+                    acc = e.copy()
+                else:
+                    acc = self.det(pynini.union(acc, pynini.concat(power, e)), 0, r + (1 << j))
+                r += 1 << j
+                if k >> (j + 1):
+                    power = self.square(j) if power is None else self.det(pynini.concat(power, self.square(j)), r, r)
+            j += 1
+        return acc
+
+    def repetition(self, m: int, n: int | None) -> pynini.Fst:
+        """x{m,n} = D^m E_(n-m); x{m,} = D^m D*."""
+        head = self.exactly(m)
+        if n is None:
+            tail = self.det(self.squares[0].copy().closure(), 0, None)
+        elif n > m:
+            tail = self.up_to(n - m)
+        else:
+            return head
+        if head is None:
+            return tail
+        return self.det(pynini.concat(head, tail), m, n)
 
 
 def _from_interegular_fsm(pattern: str, tree: ip.Pattern, max_states: int) -> pynini.Fst:
@@ -205,21 +491,31 @@ def _from_interegular_fsm(pattern: str, tree: ip.Pattern, max_states: int) -> py
 
 
 def compile_regex(pattern: str, max_states: int = 1_000_000) -> ByteAutomaton:
-    """The minimal DFA over bytes accepting the UTF-8 encodings of L(pattern)."""
+    """The minimal DFA over bytes accepting the UTF-8 encodings of L(pattern).
+
+    Estimate, then build: a lower bound on the minimal DFA's states read off the parse tree
+    (:func:`states_at_least`) refuses a regex such as ``a{99999999}`` before anything is
+    built; every determinization then stops past ``max_states``.
+    """
     tree = parse(pattern)
     _refuse_lookaround(pattern, tree)
-    if _needs_interegular(tree):
+    flagged = _needs_interegular(tree)
+    at_least = states_at_least(tree, chars_only=flagged)
+    if at_least > max_states:
+        raise LimitError(f"the byte automaton of regex {pattern!r}", "max_states", max_states, at_least,
+                         remedy="simplify", at_least=True)
+    if flagged:
         try:
             nfa = _from_interegular_fsm(pattern, tree, max_states)
         except (ValueError, TypeError, KeyError, RecursionError, NotImplementedError) as e:
             raise InputError(f"regex {pattern!r} cannot be compiled: {e}", "simplify the pattern") from None
     else:
-        nfa = _build(tree, {})
-    nfa.rmepsilon()
-    f = pynini.determinize(nfa, nstate=max_states + 1)
+        nfa = _Builder(pattern, max_states).build(tree)
+    f = _determinize(nfa, max_states)
     if f.num_states() > max_states:
         raise LimitError(f"the byte automaton of regex {pattern!r}", "max_states", max_states, remedy="simplify")
     f.connect().minimize()
+    report(f.num_states())
     if f.start() == pynini.NO_STATE_ID or f.num_states() == 0:
         raise EmptyLanguageError(f"regex {pattern!r} matches no string", "check the pattern")
     table = byte_table()

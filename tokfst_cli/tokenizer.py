@@ -111,9 +111,14 @@ def load(name_or_path: str) -> TokenizerModel:
     """Read a Hugging Face tokenizer.json (a path, or a bundled name)."""
     path = resolve_path(name_or_path)
     try:
-        data = json.loads(path.read_bytes())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise InputError(f"cannot read tokenizer {path}: {e}", "give a valid tokenizer.json") from None
+        raw = path.read_bytes()
+    except OSError as e:
+        raise InputError(f"cannot read tokenizer {path}: {e.strerror or e}", "give a readable tokenizer.json") from None
+    try:
+        data = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        why = "nested too deeply" if isinstance(e, RecursionError) else str(e)
+        raise InputError(f"cannot read tokenizer {path}: not JSON ({why})", "give a valid tokenizer.json") from None
     return from_json(data, source=str(path))
 
 
@@ -128,10 +133,11 @@ def _types(spec: Any) -> set[str]:
     """All component types in a (possibly nested Sequence) normalizer/pre-tokenizer/decoder spec."""
     out: set[str] = set()
     if isinstance(spec, dict):
-        if "type" in spec:
+        if isinstance(spec.get("type"), str):
             out.add(spec["type"])
         for key in ("normalizers", "pretokenizers", "decoders"):
-            for sub in spec.get(key) or []:
+            subs = spec.get(key)
+            for sub in subs if isinstance(subs, list) else ():
                 out |= _types(sub)
     return out
 
@@ -175,12 +181,137 @@ def _surface(token: str, style: str, byte_fallback: bool) -> bytes | None:
     return token.encode("utf-8")
 
 
+_FIX = "give a valid tokenizer.json"
+_OPTIONS = {  # model field -> (allowed types, what it must be)
+    "unk_token": ((str,), "a string or null"),
+    "continuing_subword_prefix": ((str,), "a string or null"),
+    "end_of_word_suffix": ((str,), "a string or null"),
+    "fuse_unk": ((bool,), "true, false or null"),
+    "byte_fallback": ((bool,), "true, false or null"),
+    "ignore_merges": ((bool,), "true, false or null"),
+    "dropout": ((int, float), "a number or null"),
+    "max_input_chars_per_word": ((int,), "an integer or null"),
+}
+COMPONENTS = ("normalizer", "pre_tokenizer", "post_processor", "decoder")
+TOP_LEVEL = ("version", "truncation", "padding", "added_tokens", *COMPONENTS, "model")
+REQUIRED = {"BPE": ("vocab", "merges"),  # HF's model fields without a default
+            "WordPiece": ("vocab", "unk_token", "continuing_subword_prefix", "max_input_chars_per_word")}
+
+
+def _check_fields(data: dict, m: dict, kind: str, source: str) -> None:
+    """Refuse what Hugging Face refuses, and what tokfst cannot model, with a one-line reason.
+
+    Types of the model's fields (HF reads ids as u32 and merges as "a b" or [a, b]); the
+    vocabulary as a non-empty object with distinct ids; added tokens that contradict the
+    vocabulary (another token's id, or a vocabulary token under another id); and the
+    normalizer, pre-tokenizer, post-processor and decoder, which HF's own parser checks (with
+    the version, truncation and padding when given). Top-level fields HF does not know are
+    refused, as HF does; missing optional ones are not.
+    """
+    def bad(what: str, fix: str = _FIX) -> InputError:
+        return InputError(f"{source}: {what}", fix)
+
+    unknown = sorted(set(data) - set(TOP_LEVEL))
+    if unknown:
+        raise bad(f"unknown field {unknown[0][:40]!r} (Hugging Face refuses it)", "give a Hugging Face tokenizer.json")
+    for key in REQUIRED[kind]:
+        if m.get(key) is None:
+            raise bad(f"model.{key} is missing (Hugging Face refuses a {kind} model without it)",
+                      "give a complete tokenizer.json")
+    vocab = m.get("vocab")
+    if isinstance(vocab, list):
+        raise bad(f"model.vocab of a {kind} model must be an object {{token: id}}, not a list",
+                  "give a BPE or WordPiece tokenizer.json (a list is a Unigram vocabulary)")
+    if not isinstance(vocab, dict) or not vocab:
+        raise bad("model.vocab is missing or empty", "give a complete tokenizer.json")
+    values = list(vocab.values())
+    if set(map(type, values)) != {int} or min(values) < 0 or max(values) >= 2 ** 32 or len(set(values)) < len(values):
+        owner: dict[int, str] = {}
+        for tok, i in vocab.items():
+            if type(i) is not int or not 0 <= i < 2 ** 32:
+                raise bad(f"model.vocab id {str(i)[:20]!r} of {tok[:40]!r} is not a token id (0 <= integer < 2^32)")
+            if i in owner:
+                raise bad(f"tokens {owner[i][:40]!r} and {tok[:40]!r} share id {i}",
+                          "give each vocabulary token its own id")
+            owner[i] = tok
+    for key, (types, what) in _OPTIONS.items():
+        v = m.get(key)
+        if v is not None and (type(v) not in types or (key == "dropout" and not 0 <= v <= 1)
+                              or (key == "max_input_chars_per_word" and v < 0)):
+            raise bad(f"model.{key} must be {what}, not {json.dumps(v)[:40]}")
+    merges = m.get("merges")
+    if merges is not None and not isinstance(merges, list):
+        raise bad("model.merges must be a list", "write merges as a list of 'a b' or [a, b]")
+    if merges and not all(type(mg) is str and mg.count(" ") == 1 for mg in merges):
+        for rank, mg in enumerate(merges):
+            if isinstance(mg, str):
+                ok = mg.count(" ") == 1
+            else:
+                ok = isinstance(mg, list) and len(mg) == 2 and all(isinstance(x, str) for x in mg)
+            if ok:
+                continue
+            raise bad(f"merge {rank} {json.dumps(mg, ensure_ascii=False)[:60]} is not a pair",
+                      "write merges as 'a b' or [a, b]")
+    added = data.get("added_tokens")
+    if added is not None and not isinstance(added, list):
+        raise bad("added_tokens must be a list")
+    owner = {i: t for t, i in vocab.items()} if added else {}
+    for a in added or []:
+        if not isinstance(a, dict) or type(a.get("id")) is not int or not 0 <= a["id"] < 2 ** 32 \
+                or not isinstance(a.get("content"), str):
+            raise bad(f"added token {json.dumps(a, ensure_ascii=False)[:60]} needs an integer id and a string content")
+        aid, content = a["id"], a["content"]
+        if aid in owner and owner[aid] != content:
+            raise bad(f"added token {content[:40]!r} takes id {aid} of vocabulary token {owner[aid][:40]!r}",
+                      "give the added token a free id, or the content of the vocabulary token")
+        if vocab.get(content, aid) != aid:
+            raise bad(f"added token {content[:40]!r} has id {aid} but the vocabulary gives it id {vocab[content]}",
+                      "give the added token the vocabulary's id")
+    for part in COMPONENTS:
+        spec = data.get(part)
+        if spec is not None and not isinstance(spec, dict):
+            raise bad(f"the {part.replace('_', '-')} must be an object or null")
+    _check_components(data, source)
+
+
+def _check_components(data: dict, source: str) -> None:
+    """Let Hugging Face's parser judge the pipeline components and added tokens (a stub tokenizer)."""
+    import tokenizers
+
+    spec = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": data.get("added_tokens", []),
+            **{p: data.get(p) for p in COMPONENTS},
+            "model": {"type": "WordLevel", "vocab": {"a": 0}, "unk_token": "a"}}
+    frame = {k: data[k] for k in ("version", "truncation", "padding") if k in data}
+    try:
+        tokenizers.Tokenizer.from_str(json.dumps({**spec, **frame}))
+        return
+    except Exception:  # noqa: BLE001 - name the part below
+        pass
+    whole = {**spec, **frame}
+    for part in (*COMPONENTS, "added_tokens", *frame):
+        single = {**spec, **{p: None for p in COMPONENTS}, "added_tokens": [], part: whole[part]}
+        try:
+            tokenizers.Tokenizer.from_str(json.dumps(single))
+        except Exception as e:  # noqa: BLE001
+            msg = re.sub(r" at line \d+ column \d+$", "", str(e).splitlines()[0] if str(e) else type(e).__name__)
+            types = ", ".join(sorted(_types(whole[part]))) if part in COMPONENTS else ""
+            what = part.replace("_", "-").replace("added-tokens", "added tokens")
+            raise InputError(f"{source}: Hugging Face's tokenizers {tokenizers.__version__} cannot read the {what}"
+                             + (f" ({types})" if types else "") + f": {msg[:120]}",
+                             "give a tokenizer.json that Hugging Face's tokenizers loads") from None
+    raise InputError(f"{source}: Hugging Face's tokenizers cannot read its components",
+                     "give a tokenizer.json that Hugging Face's tokenizers loads")
+
+
 def from_json(data: dict, source: str = "<json>") -> TokenizerModel:
     """Build the neutral model from a parsed tokenizer.json."""
     if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
         raise InputError(f"{source} has no 'model' section", "give a Hugging Face tokenizer.json")
     m = data["model"]
     kind = m.get("type")
+    if "type" in m and not isinstance(kind, str):
+        raise InputError(f"{source}: model.type must be a string, not {json.dumps(kind)[:40]}",
+                         "give a BPE or WordPiece tokenizer.json")
     if kind is None:  # old files omit "type"; infer as HF does
         kind = "BPE" if "merges" in m else "WordPiece" if "max_input_chars_per_word" in m else None
     if kind in ("Unigram", "WordLevel"):
@@ -190,30 +321,23 @@ def from_json(data: dict, source: str = "<json>") -> TokenizerModel:
         )
     if kind not in ("BPE", "WordPiece"):
         raise InputError(f"{source}: unknown model type {kind!r}", "give a BPE or WordPiece tokenizer.json")
-    vocab = m.get("vocab")
-    if not isinstance(vocab, dict) or not vocab:
-        raise InputError(f"{source}: model.vocab is missing or empty", "give a complete tokenizer.json")
-    try:
-        size = max(int(i) for i in vocab.values()) + 1
-    except (TypeError, ValueError):
-        raise InputError(f"{source}: model.vocab ids must be integers", "give a valid tokenizer.json") from None
+    _check_fields(data, m, kind, source)
+    vocab = m["vocab"]
+    size = max(vocab.values()) + 1
     if size > 10 * len(vocab) + 1000:
         raise InputError(f"{source}: vocabulary ids are too sparse (max id {size - 1})", "give a valid tokenizer.json")
     tokens = [""] * size
     for tok, i in vocab.items():
-        if i < 0:
-            raise InputError(f"{source}: negative token id {i} for {tok!r}", "give a valid tokenizer.json")
         tokens[i] = tok
 
     added = data.get("added_tokens") or []
     special: set[int] = set()
     for a in added:
-        aid = a.get("id")
-        if isinstance(aid, int):
-            special.add(aid)
-            if aid >= len(tokens):
-                tokens.extend([""] * (aid + 1 - len(tokens)))
-                tokens[aid] = a.get("content", "")
+        aid = a["id"]
+        special.add(aid)
+        if aid >= len(tokens):
+            tokens.extend([""] * (aid + 1 - len(tokens)))
+            tokens[aid] = a["content"]
 
     style = _style(data)
     options: dict[str, Any] = {}

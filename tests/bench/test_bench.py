@@ -301,14 +301,14 @@ def test_bad_tokenizer_or_corpus_refused_up_front(tmp_path):
 
 
 def test_tokenizer_hf_cannot_read_is_one_line(tmp_path, tiny_tokenizer):
-    """tokfst's reader accepts it, HF's does not (unknown pre-tokenizer): paragraph says so in one line."""
+    """HF cannot read it (unknown pre-tokenizer): tokfst's reader, which asks HF's parser, says so in one line."""
     data = json.loads(tiny_tokenizer.read_text())
     data["pre_tokenizer"] = {"type": "NoSuchPreTokenizer"}
     odd = tmp_path / "odd.json"
     odd.write_text(json.dumps(data))
     (tmp_path / "out").mkdir()
     assert_usage_error(["paragraph", *TINY, "--vocab-sizes", "300", "--trials", "2", "--paragraph-chars", "300",
-                        "--tokenizer", odd, "--json", tmp_path / "out" / "r.json"], "HF tokenizers cannot read",
+                        "--tokenizer", odd, "--json", tmp_path / "out" / "r.json"], "cannot read the pre-tokenizer",
                        tmp_path / "out", timeout=300)
     assert not list((tmp_path / "out").iterdir())
 
@@ -445,3 +445,25 @@ def test_catalogue_is_the_one_regex_set():
     assert catalogue.six()["words100"] == "(" + "|".join(catalogue.words100()) + ")"
     assert len(set(catalogue.words100())) == 100
 
+
+
+def test_check_mode_streams_and_switches(tmp_path, tiny_tokenizer):
+    """bench check on 50 generated lines and a 1 MB input: canonical-check vs HF, peak RSS, and the
+    WordPiece promotion (one small regex on BERT, so that its BFS finishes quickly)."""
+    out = tmp_path / "check.json"
+    r = bench("check", "--tokenizer", tiny_tokenizer, "--tokenizer", BERT, "--lines", "50", "--rss-mb", "1",
+              "-e", "[a-z]{1,2}", "--json", out)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(out.read_text())
+    check_schema(doc)
+    assert [t["id"] for t in doc["tables"]] == ["check", "check_rss", "check_promote"]
+    tp, mem, wp = doc["tables"]
+    assert [row["tokenizer"] for row in tp["rows"]] == ["tiny", "bert-base-uncased"]
+    for row in tp["rows"]:
+        assert row["lines"] == 50 and row["tokfst"]["status"] == "ok" and row["hf_cold"]["status"] == "ok"
+        assert row["ratio_cold"] > 0 and row["ratio_work"] is not None
+    assert [(row["tokenizer"], row["input_mb"]) for row in mem["rows"]] == [("tiny", 1), ("bert-base-uncased", 1)]
+    assert all(row["rss"] > 10_000_000 and row["input_bytes"] >= 990_000 and row["canonical"] for row in mem["rows"])
+    assert [(row["regex"], row["form"]) for row in wp["rows"]] == [("[a-z]{1,2}", "materialized")]
+    assert doc["settings"]["lines"] == 50 and doc["settings"]["rss_mb"] == [1]
+    assert doc["checks"] and all(c["passed"] is True for c in doc["checks"])

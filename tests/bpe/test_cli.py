@@ -92,7 +92,7 @@ def test_cli_canonical_forms(tmp_path, tokenizer):
     assert fz.is_final(state)
     bad = tmp_path / "bad.fst"
     r = run("promote", gpt2, "-e", "[a-z]+", "--canonical", bad, "--max-arcs", "50000")
-    assert r.returncode == 1 and "--format index" in r.err.decode() and not bad.exists()
+    assert r.returncode == 3 and "--format index" in r.err.decode() and not bad.exists()
     r = run("promote", tokenizer.path("bert"), "-e", "abc", "--canonical", "--method", "gadgets", bad)
     assert r.returncode == 2 and "not for wordpiece" in r.err.decode() and not bad.exists()
     trunc = tmp_path / "t.fac"

@@ -100,3 +100,24 @@ def test_missing_dot_binary_names_the_debian_package(tmp_path):
     r = tokfst("draw", "-e", PATTERN, "--vocab", ",".join(VOCAB), "--stages", str(tmp_path / "f.png"), env=env)
     assert r.returncode == 1 and "graphviz" in r.err.decode()
     assert list(tmp_path.iterdir()) == []  # nothing half-written
+
+
+@pytest.mark.parametrize("tok,text", [("gpt2", "it's  ok"), ("llama2", "The cap")])
+def test_pretokenizer_draws_a_o_p_with_hf_boundaries(tok, text, tokenizer):
+    """--pretokenizer -e TEXT: A o P is one path; its <w> boundaries are HF's pre-token cuts."""
+    from tokenizers import Tokenizer
+
+    path = tokenizer.arg(tok)
+    r = run("draw", "--pretokenizer", path, "-e", text, "--format", "dot")
+    assert r.rc == 0, r.stderr
+    hf = Tokenizer.from_file(str(tokenizer.path(tok)))
+    normalized = hf.normalizer.normalize_str(text) if hf.normalizer else text
+    pieces = hf.pre_tokenizer.pre_tokenize_str(normalized) if hf.pre_tokenizer else [(normalized, None)]
+    assert r.stdout.count("ε:&lt;w&gt;") + r.stdout.count("ε:<w>") == len(pieces) - 1
+
+
+def test_pretokenizer_refuses_vocab_and_unmodelled_components(tokenizer):
+    r = run("draw", "--pretokenizer", "gpt2", "--vocab", "a,b")
+    assert r.rc == 2 and "--pretokenizer" in r.stderr and len(r.err_lines) == 1
+    bert = run("draw", "--pretokenizer", str(tokenizer.path("bert")))
+    assert bert.rc == 2 and "not modelled" in bert.stderr and len(bert.err_lines) == 1

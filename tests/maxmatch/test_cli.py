@@ -102,7 +102,7 @@ def test_promote_canonical_date_fst_and_aho_agree(runs, tokenizer):
 
 def test_free_text_needs_the_factorized_form(runs, tokenizer):
     d, r = runs
-    one_line_error(r["words-fst"], 1)
+    one_line_error(r["words-fst"], 3)
     assert "--format index" in r["words-fst"].err_lines[0]
     assert not (d / "words.fst").exists()
     assert r["words-index"].rc == 0 and "factorized" in r["words-index"].err.decode()
@@ -129,7 +129,7 @@ def test_bad_method_and_foreign_artifact_are_usage_errors(runs):
 
 def test_aho_route_refuses_free_text_before_exhausting_memory(runs):
     d, r = runs
-    one_line_error(r["aho-free-text"], 1)
+    one_line_error(r["aho-free-text"], 3)
     assert "--method product" in r["aho-free-text"].err_lines[0]
     assert not (d / "free.fst").exists()
 

@@ -178,7 +178,7 @@ def test_preprocessing_transducer_matches_tables(text):
 
 def test_unmodelled_configurations_are_refused(tokenizer):
     model, _ = bert()
-    for key, spec in (("normalizer", {"type": "NFKC"}), ("pre_tokenizer", {"type": "Metaspace"})):
+    for key, spec in (("normalizer", {"type": "NFKC"}), ("pre_tokenizer", {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always", "split": True})):
         other = from_json({**json.loads(tokenizer.hf("bert").to_str()), key: spec})
         with pytest.raises(Exception) as e:
             preprocess.check_supported(other)

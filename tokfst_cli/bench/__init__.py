@@ -10,6 +10,8 @@ Modules, one per mode (thing measured), plus plumbing:
     promote       promote: regex to token automaton warm and cold (whole processes), by step
     canonical     canonical: canonical BPE, compile-bpe, canonical-check per pair, per regex
     maxmatch      maxmatch: canonical MaxMatch, compile-maxmatch cold, product vs T_Aho per regex
+    check         check: canonical-check --input text throughput and peak RSS vs HF's encode, and the
+                  WordPiece factorized switch (issue #13)
     run           one run: validating the options, training, running the modes, the outputs
     corpus        the training corpus, cached trained tokenizers, the edit-distance automaton
     common        machine facts, versions, timing, cold processes, the result document

@@ -21,11 +21,11 @@ from ..errors import InputError, TokfstError
 from . import common
 
 PAPER = ("table1", "table2", "paragraph", "peers", "masks")  # what "all" runs: the issue #5 report
-MODES = PAPER + ("promote", "canonical", "maxmatch")
+MODES = PAPER + ("promote", "canonical", "maxmatch", "check")
 CORPUS_MODES = {"table1", "table2", "paragraph", "masks"}  # train BPE tokenizers on the corpus
 PLOTTED = {"table1", "table2", "paragraph", "masks"}  # modes with a scaling table
 FAMILY = {"table2": "bpe", "paragraph": "bpe", "peers": "bpe", "masks": "bpe", "canonical": "bpe",
-          "maxmatch": "wordpiece", "promote": None}  # of the --tokenizer tokenizers; table1 uses none
+          "maxmatch": "wordpiece", "promote": None, "check": None}  # of the --tokenizer tokenizers; table1 uses none
 
 
 @dataclass
@@ -48,6 +48,8 @@ class Request:
     paragraph_chars: int = 1200
     steps: int = 8
     max_arcs: int = 50_000_000
+    lines: int = 20_000
+    rss_mb: str = "10,100"
     json_out: str | None = None
     csv_out: str | None = None
     plot: str | None = None
@@ -74,6 +76,16 @@ def vocab_sizes(text: str) -> list[int]:
         raise InputError(f"vocabulary sizes {text!r}: sizes must be above 256 (the byte alphabet)", "e.g. 4000,8000",
                          hint="bench-vocab-sizes")
     return sorted(set(sizes))
+
+
+def rss_sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        sizes = []
+    if not sizes or any(v < 1 for v in sizes):
+        raise InputError(f"input sizes {text!r}: not a list of positive integers (MB)", "e.g. 10,100")
+    return sizes
 
 
 def methods(text: str) -> tuple[str, ...]:
@@ -159,7 +171,9 @@ def plan(req: Request) -> Plan:
     families = {FAMILY[m] for m in modes if m in FAMILY}
     extra = tokenizers(req.tokenizer or ["gpt2"], next(iter(families)) if len(families) == 1 else "bpe",
                        used=bool(families))
-    wants_regexes = {"peers", "masks", "promote", "canonical", "maxmatch"} & set(modes)
+    wants_regexes = {"peers", "masks", "promote", "canonical", "maxmatch", "check"} & set(modes)
+    if "check" in modes:
+        rss_sizes(req.rss_mb)
     patterns = regexes(req.regex, req.regex_file, req.named) if wants_regexes else None
     return Plan(req, modes, sizes, chosen, extra, patterns)
 
@@ -170,6 +184,10 @@ def regex_set(mode: str, chosen: dict[str, str] | None) -> dict[str, str]:
 
     if chosen is not None:
         return chosen
+    if mode == "check":
+        from .check import REGEXES
+
+        return dict(REGEXES)
     return {"promote": catalogue.six, "canonical": catalogue.six,
             "maxmatch": catalogue.maxmatch_set}.get(mode, catalogue.default_set)()
 
@@ -181,6 +199,8 @@ def settings(p: Plan) -> dict:
            "paragraph_chars": r.paragraph_chars, "steps": r.steps, "max_arcs": r.max_arcs}
     if {"promote", "maxmatch"} & set(p.modes):
         out["cold_repeat"] = r.cold_repeat
+    if "check" in p.modes:
+        out.update(lines=r.lines, rss_mb=rss_sizes(r.rss_mb))
     if p.regexes is not None:
         out["regexes"] = p.regexes
     return out
@@ -245,6 +265,10 @@ def run_mode(mode: str, p: Plan, corp, text: str | None, trained: list, progress
         from .maxmatch import maxmatch_table
 
         return maxmatch_table(extra, regex_set(mode, p.regexes), r.repeat, r.cold_repeat, progress)
+    if mode == "check":
+        from .check import check_table
+
+        return check_table(extra, regex_set(mode, p.regexes), r.lines, rss_sizes(r.rss_mb), r.repeat, progress)
     raise ValueError(f"unknown bench mode {mode}")
 
 

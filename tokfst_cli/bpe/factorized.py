@@ -60,16 +60,35 @@ def from_bytes(data: bytes, model: TokenizerModel | None = None, source: str = "
     """The decoder of a factorized artifact's bytes (``model`` checks the fingerprint)."""
     path = source
     header, body = unpack(data, MAGIC, FORMAT, VERSION, path, "rebuild it", hint="rebuild-factorized")
+
+    def damaged(why: str) -> InputError:
+        return InputError(f"{path} is damaged ({why})", "rebuild it", hint="rebuild-factorized")
+
+    fields = {k: header.get(k) for k in ("states", "arcs", "start", "payload_bytes")}
+    if any(type(v) is not int or v < 0 for v in fields.values()) or not isinstance(header.get("fingerprint"), str):
+        raise damaged("header fields")
+    n, m, start, size = fields["states"], fields["arcs"], fields["start"], fields["payload_bytes"]
     if model is not None and model.fingerprint != header["fingerprint"]:
         raise InputError(f"{path} was built for another tokenizer", "rebuild it for this tokenizer")
-    raw = zlib.decompress(body[:header["payload_bytes"]])
-    n, m = header["states"], header["arcs"]
+    try:
+        raw = zlib.decompress(body[:size])
+    except zlib.error:
+        raise damaged("payload does not decompress") from None
+    if len(raw) != 8 * (n + 1) + 8 * m + n or not start < n:
+        raise damaged("payload size")
     offsets = np.frombuffer(raw, "<i8", n + 1, 0)
     labels = np.frombuffer(raw, "<i4", m, 8 * (n + 1)).astype(np.int64)
     nexts = np.frombuffer(raw, "<i4", m, 8 * (n + 1) + 4 * m).astype(np.int64)
-    finals = np.frombuffer(raw, np.uint8, n, 8 * (n + 1) + 8 * m).astype(bool)
-    imp = implicit.from_bytes(body[header["payload_bytes"]:], header["fingerprint"], path)
+    finals = np.frombuffer(raw, np.uint8, n, 8 * (n + 1) + 8 * m)
+    if offsets[0] != 0 or offsets[-1] != m or (np.diff(offsets) < 0).any():
+        raise damaged("state offsets")
+    if (m and (labels.min() < 0 or nexts.min() < 0 or nexts.max() >= n)) or (finals > 1).any():
+        raise damaged("arcs")
+    imp = implicit.from_bytes(body[size:], header["fingerprint"], path)
+    if m and labels.max() >= imp.vocab_size:
+        raise damaged("arcs")
     if model is not None:
         imp.attach(model)
+    finals = finals.astype(bool)
     return Factorized(lambda s: (labels[offsets[s]:offsets[s + 1]], nexts[offsets[s]:offsets[s + 1]]),
-                      finals, header["start"], imp)
+                      finals, start, imp)

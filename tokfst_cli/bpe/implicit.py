@@ -371,24 +371,25 @@ def _symbols(hf: HfBpe, model: TokenizerModel, t: int) -> list[int]:
 
 
 def load_or_compile(model: TokenizerModel, artifact: str | None = None) -> ImplicitBpe:
-    """An artifact given by path, else the cached one for this fingerprint, else compile and cache."""
-    from pathlib import Path
+    """An artifact given by path, else the cached one for this fingerprint, else compile and cache.
 
-    from ..artifacts import atomic_write, cache_dir, read_artifact
+    A cache entry is sealed (:mod:`tokfst_cli.cache`) and verified on read; a damaged,
+    truncated or foreign one is rebuilt.
+    """
+    from .. import cache
+    from ..artifacts import read_artifact
 
     if artifact is not None:
         return from_bytes(read_artifact(artifact, hint="rebuild-implicit"), model.fingerprint, artifact).attach(model)
-    path = cache_dir() / f"v{VERSION}-bpe-{model.fingerprint}.tokfst"
-    if path.exists():
+    path = cache.cache_dir() / f"v{VERSION}-bpe-{model.fingerprint}.tokfst"
+    data = cache.load(path)
+    if data is not None:
         try:
-            return from_bytes(path.read_bytes(), model.fingerprint, str(path)).attach(model)
-        except (InputError, ValueError, zlib.error):
-            pass  # damaged cache entry: rebuild
+            return from_bytes(data, model.fingerprint, str(path)).attach(model)
+        except InputError:
+            pass  # sealed but not this format (another tokfst): rebuild
     imp = compile_implicit(model).attach(model)
-    try:
-        atomic_write(path, lambda tmp: Path(tmp).write_bytes(to_bytes(imp)))
-    except Exception:  # noqa: BLE001 - an unwritable cache only costs time
-        pass
+    cache.store(path, to_bytes(imp))
     return imp
 
 
@@ -409,25 +410,72 @@ def to_bytes(imp: ImplicitBpe) -> bytes:
     return pack(MAGIC, header, payload)
 
 
+DTYPES = {"allowed": "|b1", "alone": "|b1", "fb_byte": "<i2", "may_start": "|b1", "may_end": "|b1",
+          "may_continue": "|b1", "may_follow": "|b1", "rpos": "<i4", "lorder": "<i4", "boxes": "<i4",
+          "extra": "<i4", "fb_delta": "<i4", "fb_final": "|b1", "token_class": "<i4"}
+
+
 def from_bytes(data: bytes, fingerprint: str | None = None, source: str = "artifact") -> ImplicitBpe:
     """Load an artifact; refuse a truncated or damaged one, or one built for another tokenizer."""
     header, payload = unpack(data, MAGIC, FORMAT, VERSION, source, FIX, hint="rebuild-implicit")
-    if fingerprint is not None and header["fingerprint"] != fingerprint:
-        raise InputError(f"{source} was built for tokenizer {header['fingerprint'][:16]}, "
+
+    def damaged(why: str) -> InputError:
+        return InputError(f"{source} is damaged ({why})", FIX, hint="rebuild-implicit")
+
+    n, fp, specs = header.get("vocab_size"), header.get("fingerprint"), header.get("arrays")
+    if not isinstance(fp, str) or type(n) is not int or n < 0 or not isinstance(specs, list):
+        raise damaged("header fields")
+    if fingerprint is not None and fp != fingerprint:
+        raise InputError(f"{source} was built for tokenizer {fp[:16]}, "
                          f"not {fingerprint[:16]}", "rebuild it for this tokenizer", hint="rebuild-implicit")
     try:
         raw = zlib.decompress(payload)
     except zlib.error:
         raise InputError(f"{source} is damaged (payload does not decompress)", FIX, hint="rebuild-implicit") from None
     fields, pos = {}, 0
-    for spec in header["arrays"]:
-        dt = np.dtype(spec["dtype"])
-        count = int(np.prod(spec["shape"])) if spec["shape"] else 1
-        fields[spec["name"]] = np.frombuffer(raw, dt, count, pos).reshape(spec["shape"])
+    for spec in specs:
+        try:
+            name, dtype, shape = spec["name"], spec["dtype"], [int(x) for x in spec["shape"]]
+        except (TypeError, KeyError, ValueError):
+            raise damaged("array table") from None
+        if DTYPES.get(name) != dtype or name in fields or any(x < 0 for x in shape) or \
+                len(shape) != (2 if name in ("boxes", "extra", "fb_delta") else 1):
+            raise damaged(f"array {str(name)[:20]}")
+        dt = np.dtype(dtype)
+        count = int(np.prod(shape)) if shape else 1
+        if pos + count * dt.itemsize > len(raw):
+            raise damaged("arrays larger than the payload")
+        fields[name] = np.frombuffer(raw, dt, count, pos).reshape(shape)
         pos += count * dt.itemsize
-    missing = [n for n in ARRAYS if n not in fields]
+    missing = [x for x in ARRAYS if x not in fields]
     if missing or pos != len(raw):
         raise InputError(f"{source} does not hold the arrays of {FORMAT} v{VERSION} ({', '.join(missing) or 'size'})",
                          "rebuild it with this tokfst")
-    return ImplicitBpe(fingerprint=header["fingerprint"], vocab_size=header["vocab_size"],
-                       **{n: fields[n] for n in ARRAYS})
+    _check_arrays(fields, n, damaged)
+    return ImplicitBpe(fingerprint=fp, vocab_size=n, **{x: fields[x] for x in ARRAYS})
+
+
+def _check_arrays(a: dict, n: int, damaged) -> None:
+    """Shapes and index ranges, so that a damaged artifact is refused instead of misread."""
+    def within(x: np.ndarray, lo: int, hi: int) -> bool:
+        return x.size == 0 or (int(x.min()) >= lo and int(x.max()) < hi)
+
+    per_token = ("allowed", "alone", "fb_byte", "may_start", "may_end", "may_continue", "may_follow", "rpos")
+    bad = [x for x in per_token if a[x].shape != (n,)]
+    bad += [x for x, v in a.items() if v.dtype == bool and v.size and int(v.view(np.uint8).max()) > 1]
+    nright = int(a["rpos"].max()) + 1 if n else 0
+    k, states = len(a["lorder"]), len(a["fb_final"])
+    boxes, extra, delta = a["boxes"], a["extra"], a["fb_delta"]
+    checks = {
+        "lorder": a["lorder"].ndim == 1 and within(a["lorder"], 0, n),
+        "rpos": within(a["rpos"], -1, n),
+        "fb_byte": within(a["fb_byte"], -1, 256),
+        "boxes": boxes.ndim == 2 and boxes.shape[1:] == (4,) and within(boxes[:, :2], 0, nright)
+        and within(boxes[:, 2:], 0, k) and bool((boxes[:, 0] <= boxes[:, 1]).all() and (boxes[:, 2] <= boxes[:, 3]).all()),
+        "extra": extra.ndim == 2 and extra.shape[1:] == (2,) and within(extra, 0, n),
+        "fb_delta": delta.shape == (states, 256) and states > 0 and within(delta, -1, states),
+        "token_class": a["token_class"].shape in ((n,), (0,)) and within(a["token_class"], -1, n + 1),
+    }
+    bad += [x for x, ok in checks.items() if not ok]
+    if bad:
+        raise damaged(f"array {bad[0]}")

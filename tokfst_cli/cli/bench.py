@@ -19,11 +19,12 @@ class Mode(str, Enum):
     promote = "promote"
     canonical = "canonical"
     maxmatch = "maxmatch"
+    check = "check"
     all = "all"
 
 
 MODE = typer.Argument(..., metavar="MODE",
-                      help="table1, table2, paragraph, peers, masks, promote, canonical, maxmatch, or all.")
+                      help="table1, table2, paragraph, peers, masks, promote, canonical, maxmatch, check, or all.")
 CORPUS = typer.Option(None, "--corpus", metavar="PATH",
                       help="Training text: a file, or a directory of *.txt files "
                            "[default: /usr/share/doc/python3.11/html/_sources].")
@@ -56,6 +57,8 @@ PARAGRAPH_CHARS = typer.Option(1200, "--paragraph-chars", min=1, metavar="N",
 STEPS = typer.Option(8, "--steps", min=1, metavar="N", help="masks: tokens per walk.")
 MAX_ARCS = typer.Option(50_000_000, "--max-arcs", min=1, metavar="N",
                         help="Build the explicit A_BPE (Eq. 5, table2's .fst, paragraph) only up to this many arcs.")
+LINES = typer.Option(20_000, "--lines", min=1, metavar="N", help="check: lines of generated text to check.")
+RSS_MB = typer.Option("10,100", "--rss-mb", metavar="MB,MB,...", help="check: input sizes for the peak RSS runs.")
 JSON_OUT = typer.Option(None, "--json", metavar="FILE", help="Write all results as JSON ('-' = stdout).")
 CSV_OUT = typer.Option(None, "--csv", metavar="FILE", help="Write all table rows as one CSV.")
 PLOT = typer.Option(None, "--plot", metavar="FILE",
@@ -68,9 +71,9 @@ def bench_cmd(
     methods: str = METHODS, repeat: int = REPEAT, cold_repeat: int = COLD_REPEAT, timeout: float = TIMEOUT,
     tokenizer: Optional[list[str]] = TOKENIZER, regex: Optional[list[str]] = REGEX,
     regex_file: Optional[str] = REGEX_FILE, named: Optional[str] = NAMED, trials: int = TRIALS,
-    paragraph_chars: int = PARAGRAPH_CHARS, steps: int = STEPS, max_arcs: int = MAX_ARCS,
-    json_out: Optional[str] = JSON_OUT, csv_out: Optional[str] = CSV_OUT, plot: Optional[str] = PLOT,
-    verbose: bool = VERBOSE,
+    paragraph_chars: int = PARAGRAPH_CHARS, steps: int = STEPS, max_arcs: int = MAX_ARCS, lines: int = LINES,
+    rss_mb: str = RSS_MB, json_out: Optional[str] = JSON_OUT, csv_out: Optional[str] = CSV_OUT,
+    plot: Optional[str] = PLOT, verbose: bool = VERBOSE,
 ) -> None:
     """Reproduce the paper's tables and time tokfst against its peers."""
     from rich.console import Console
@@ -81,6 +84,6 @@ def bench_cmd(
         mode=mode.value, corpus=corpus, vocab_sizes=vocab_sizes, words=words, methods=methods, repeat=repeat,
         cold_repeat=cold_repeat, timeout=timeout, tokenizer=tokenizer or [], regex=regex or [],
         regex_file=regex_file, named=named, trials=trials, paragraph_chars=paragraph_chars, steps=steps,
-        max_arcs=max_arcs, json_out=json_out, csv_out=csv_out, plot=plot))
+        max_arcs=max_arcs, lines=lines, rss_mb=rss_mb, json_out=json_out, csv_out=csv_out, plot=plot))
     doc = run.run(plan, OUT.say, verbose or OUT.err.is_terminal)
     run.emit(doc, plan, OUT.err if json_out == "-" else Console(highlight=False), OUT.data)

@@ -1,20 +1,26 @@
-"""``tokfst canonical-check``: parse, check against the canonical automaton, report (grep's exit codes)."""
+"""``tokfst canonical-check``: read in chunks, check against the canonical automaton, report (grep's exit codes).
+
+The work is :mod:`tokfst_cli.check`'s; lines are reported chunk by chunk as they are checked, so
+memory stays flat in the input size. A bad line stops the run (exit 2) before any line of its
+chunk (``check.CHUNK_LINES`` lines) is written; lines of earlier chunks have been written.
+"""
 
 from __future__ import annotations
 
+import re
 from enum import Enum
 from typing import Optional
 
 import typer
 
+from .. import check
 from .. import tokenizer as tokmod
-from ..bpe import implicit
 from ..errors import InputError
-from ..maxmatch import product as maxmatch
-from ..reference import HfReference
-from ..symbols import escape, unescape
-from .common import Tokenizer, read_text
+from ..symbols import unescape
+from .common import Tokenizer
 from .output import OUT
+
+_INT = re.compile(r"-?[0-9]+")  # str.isdigit() also accepts "²", which int() refuses
 
 
 class InputKind(str, Enum):
@@ -37,50 +43,35 @@ def canonical_check_cmd(
     model = tokmod.load(tokenizer)
     if model.family == "wordpiece" and artifact is not None:
         raise InputError("--artifact is for BPE tokenizers", "drop --artifact for a WordPiece tokenizer")
-    lines = read_text(src).splitlines()
+    parse = None if kind is InputKind.text else lambda line, n: _parse(model, kind, line, n)
+    checker = check.Checker(model, parse, artifact)
+    found, first = False, 1
+    for lines in check.read_chunks(src):
+        with OUT.progress("checking"):
+            verdicts = checker.check(lines, first)
+        first += len(lines)
+        found = found or any(v.offence is not None for v in verdicts)
+        if not quiet and verdicts:
+            line = checker.json_line if json_out else checker.text_line
+            OUT.text("\n".join(map(line, verdicts)))
     with OUT.progress("checking"):
-        ref = HfReference(model)
-        seqs = [_parse(model, kind, ref, line, n) for n, line in enumerate(lines, 1)]
-        if model.family == "wordpiece":
-            checker = maxmatch.checker(model)
-            verdicts = [checker.first_violation(seq) for seq in seqs]
-        else:
-            verdicts = implicit.load_or_compile(model, artifact).check_batch(seqs)
-    if not quiet:
-        for n, (seq, v) in enumerate(zip(seqs, verdicts), 1):
-            _report(model, ref, n, seq, v, json_out)
-        OUT.flush()
-    raise typer.Exit(1 if any(v is not None for v in verdicts) else 0)
+        checker.verdicts()  # an unsupported tokenizer or a bad artifact is an error even without input
+    OUT.flush()
+    raise typer.Exit(1 if found else 0)
 
 
-def _report(model: tokmod.TokenizerModel, ref: HfReference, n: int, seq: list[int], v: tuple[int, str] | None,
-            json_out: bool) -> None:
-    """One output line: canonical + tokens, or the first offence and HF's tokenization of the text."""
-    canon = ref.canonical(seq) if v is not None else seq
-    rec = {"line": n, "canonical": v is None, "tokens": seq}
-    if v is not None:
-        i, reason = v
-        rec.update(index=i, reason=reason, pair=seq[max(i - 1, 0):i + 1], canonical_tokens=canon)
-    if json_out:
-        OUT.record(rec)
-    elif v is None:
-        OUT.text("canonical\t" + _names(model, seq))
-    else:
-        OUT.text("\t".join(["non-canonical", str(rec["index"]), rec["reason"], _names(model, rec["pair"]),
-                            _names(model, canon) if canon is not None else "-"]))
+_IDS = re.compile(r"[0-9 ]*")  # a line of ASCII digits and spaces: every field is a valid integer
 
 
-def _names(model: tokmod.TokenizerModel, ids: list[int]) -> str:
-    return " ".join(escape(model.tokens[i]) for i in ids)
-
-
-def _parse(model: tokmod.TokenizerModel, kind: InputKind, ref: HfReference, line: str, n: int) -> list[int]:
-    if kind is InputKind.text:
-        return ref.tokenize_text(line)
+def _parse(model: tokmod.TokenizerModel, kind: InputKind, line: str, n: int) -> list[int]:
+    if kind is InputKind.ids and _IDS.fullmatch(line):
+        ids = list(map(int, line.split()))
+        if not ids or max(ids) < model.vocab_size:
+            return ids
     out = []
     for field in line.split():
         if kind is InputKind.ids:
-            if not field.lstrip("-").isdigit() or not 0 <= int(field) < model.vocab_size:
+            if not _INT.fullmatch(field) or not 0 <= int(field) < model.vocab_size:
                 raise InputError(f"line {n}: {field!r} is not a token id of this tokenizer (0..{model.vocab_size - 1})",
                                  "give space-separated token ids, or use --input tokens/text")
             out.append(int(field))

@@ -54,7 +54,11 @@ def _stage_path(out: str, key: str, fmt: str) -> str:
     return str(p.with_name(f"{p.stem if p.suffix else p.name}-{key}{suffix}"))
 
 
-def _check_options(regex: str | None, vocab: str | None, maxmatch: bool, stages: bool, out: str | None) -> None:
+def _check_options(regex: str | None, vocab: str | None, maxmatch: bool, stages: bool, out: str | None,
+                   pretokenizer: str | None) -> None:
+    if pretokenizer is not None and (vocab is not None or stages):
+        raise InputError("--pretokenizer draws P (with -e, A o P) and takes no --vocab or --stages",
+                         "drop --vocab/--stages")
     if maxmatch and vocab is None:
         raise InputError("--maxmatch needs --vocab PIECES", "e.g. tokfst draw --vocab a,b,aa,ab --maxmatch")
     if stages:
@@ -65,8 +69,12 @@ def _check_options(regex: str | None, vocab: str | None, maxmatch: bool, stages:
             raise InputError("--stages writes five files and needs OUT", "give OUT such as fig3.svg")
 
 
-def _automaton(src: str | None, regex: str | None, vocab: str | None, maxmatch: bool):
-    """What to draw: the promoted automaton (-e and --vocab), A (-e), T or T_Aho (--vocab), or IN."""
+def _automaton(src: str | None, regex: str | None, vocab: str | None, maxmatch: bool, pretokenizer: str | None):
+    """What to draw: P or A o P, the promoted automaton (-e and --vocab), A (-e), T or T_Aho (--vocab), or IN."""
+    if pretokenizer is not None:
+        from ..pretok.build import for_tokenizer
+
+        return for_tokenizer(pretokenizer, regex)
     if regex is not None and vocab is not None:
         return (draw.maxmatch_stages if maxmatch else draw.stages)(regex, draw.parse_vocab(vocab))[
             "d" if maxmatch else "e"]
@@ -104,11 +112,15 @@ def draw_cmd(
     max_arcs: int = typer.Option(12, "--max-arcs", min=1, metavar="N",
                                  help="Draw at most N arcs per state; fold the rest into one '+K more' edge."),
     title: Optional[str] = typer.Option(None, "--title", metavar="TEXT", help="A caption above the drawing."),
+    pretokenizer: Optional[str] = typer.Option(
+        None, "--pretokenizer", metavar="TOKENIZER",
+        help="Draw the preprocessing transducer P of a BPE tokenizer (its normalizer and pre-tokenizer, "
+             "seed 001 Fig. 2(b)); with -e, A o P for that regex."),
 ) -> None:
     """Draw an automaton as dot, svg, pdf or png (seed 000 Figs. 3 and 4, Secs. 5 and 6.2)."""
-    built = regex is not None or vocab is not None
+    built = regex is not None or vocab is not None or pretokenizer is not None
     src, out = _split_paths([p for p in (first, second) if p is not None], built)
-    _check_options(regex, vocab, maxmatch, stages, out)
+    _check_options(regex, vocab, maxmatch, stages, out, pretokenizer)
     kind = _format(fmt, out)
     if kind in draw.BINARY_FORMATS:
         OUT.refuse_binary_tty(out, kind)
@@ -122,7 +134,7 @@ def draw_cmd(
             OUT.data(_stage_path(out, key, kind), data)
         return
 
-    fst = _automaton(src, regex, vocab, maxmatch)
+    fst = _automaton(src, regex, vocab, maxmatch, pretokenizer)
     with OUT.progress("drawing"):
         data = draw.render(draw.to_dot(fst, title=title, max_arcs=max_arcs), kind)
     OUT.data(out, data)

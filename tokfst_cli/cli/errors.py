@@ -11,6 +11,38 @@ from ..errors import LimitError, TokfstError
 
 FLAGS = {"max_states": "--max-states", "max_arcs": "--max-arcs"}
 
+# The exit codes: (code, short meaning, full meaning). The one table behind tokfst --help (short),
+# README's Conventions and the man page's EXIT STATUS (full; scripts/gen_docs.py renders both).
+EXIT_CODES = (
+    (0, "ok", "Success; canonical-check: every line is canonical."),
+    (1, "non-canonical or empty result",
+     "canonical-check: some line is not canonical. Otherwise a runtime error: an empty result (a regex "
+     "no token sequence spells), an output that cannot be written, Graphviz's dot missing or failing; "
+     "also internal errors (rerun with --debug for a traceback)."),
+    (2, "bad input or usage",
+     "Bad input or usage: an unknown option or missing argument, a malformed or unreadable input file, "
+     "an unsupported regex or tokenizer."),
+    (3, "a limit",
+     "A limit was reached: --max-states or --max-arcs (refused from an estimate before building when "
+     "one applies, else as soon as a construction passes it), --timeout or --max-memory. The message "
+     "names the stage, the limit and the size reached."),
+    (129, "hung up", "Hung up (SIGHUP)."),
+    (130, "interrupted", "Interrupted (SIGINT, Ctrl-C)."),
+    (143, "terminated", "Terminated (SIGTERM)."),
+)
+
+
+def exit_codes_line() -> str:
+    """The exit codes in one sentence, for ``tokfst --help``."""
+    return "Exit codes: " + "; ".join(f"{code} {short}" for code, short, _ in EXIT_CODES) + "."
+
+
+# the command line's wording of the guard's limits (tokfst_cli.guard): --timeout and --max-memory
+TIME_LIMIT = "time limit: {stage} still running after {elapsed:.0f} s{size} (--timeout {timeout}); " \
+             "raise --timeout or simplify the input"
+MEMORY_LIMIT = "memory limit: {stage} needed more than --max-memory {limit}{size}; " \
+               "raise --max-memory (0 = no limit) or simplify the input"
+
 # limit remedies: {flag} is the limit's flag
 REMEDIES = {
     "simplify": "simplify the regex or raise {flag}",
@@ -31,6 +63,7 @@ MESSAGES = {
 HINTS = {
     "rebuild-factorized": "rebuild it with tokfst promote --canonical --format index",
     "rebuild-implicit": "rebuild it with tokfst compile-bpe",
+    "rebuild-index": "rebuild it with tokfst promote --format index",
     "method-needs-canonical": "add --canonical, or drop --method",
     "method-family": "use one of: {allowed}",
     "vocab": "e.g. --vocab a,b,ab",

@@ -107,16 +107,17 @@ max_input_chars_per_word characters per word, [UNK] alone as a word.
 Each input line is one
 sequence: space-separated token ids (--input ids), token names with the escapes of
 fstprint/symbol files (--input tokens), or raw text (--input text: reports its canonical
-tokenization). All pairs of all lines are tested in one vectorized pass.
+tokenization). Input is read and checked in chunks of 4,096 lines (memory stays flat); a
+bad line stops the run with exit 2 before any line of its chunk is written.
 
 Output, one line per input line: "canonical" and the tokens, or "non-canonical", the
 index of the first offending token, the reason, the offending pair, and the canonical
 tokenization of the same text (tab-separated; --json gives objects with the same fields).
 
 Exit status as grep: 0 every line canonical, 1 some line not, 2 error (bad input, an
-unsupported tokenizer, an artifact for another tokenizer).
+unsupported tokenizer, an artifact for another tokenizer); 3 a limit, as for every command.
 
-\\b
+\b
 Examples:
   echo '464 3290' | tokfst canonical-check gpt2
   tokfst canonical-check llama2.json seqs.txt --json --artifact llama2.bpe
@@ -141,7 +142,7 @@ set, plus the start) for vocabularies where it fits under --max-arcs. --form gad
 builds the same automaton the slow, reference way: the cascade of merge gadgets (Eq. 4,
 made exact for merge lists out of rank order) applied to Sigma*.
 
-\\b
+\b
 Examples:
   tokfst compile-bpe llama2.json llama2.bpe
   tokfst compile-bpe --info llama2.bpe --json
@@ -206,6 +207,12 @@ maxmatch   canonical MaxMatch per WordPiece --tokenizer: compile-maxmatch in a c
            per regex (default: the six and three free-text ones) the product machine,
            its initial mask, the materialized automaton and MIN(PROJ(X o T_Aho)) (checked
            equivalent).
+check      per --tokenizer (any family): canonical-check --input text on --lines generated
+           lines as a whole process vs HF's encode (in-process and as a process), its
+           start-up, and its peak RSS on --rss-mb inputs; per WordPiece --tokenizer and regex
+           (default: [a-z]+( [a-z]+){0,3} and [a-z]+ [a-z]+) the materialized/factorized
+           switch of promote --canonical --format index, cold and in-process, vs the BFS
+           up to the limit that decided it before.
 
 BPE tokenizers (byte-level, GPT-2-like) are trained on the corpus with HF's BpeTrainer and
 cached under $XDG_CACHE_HOME/tokfst/bench (or $TOKFST_CACHE/bench). Regexes: -e, -f, or
@@ -223,4 +230,51 @@ Examples:
   tokfst bench promote --tokenizer llama2.json --tokenizer gpt2 --repeat 7
   tokfst bench canonical --tokenizer gpt2 --named date,email
   tokfst bench maxmatch --tokenizer bert-base-uncased.json --json mm.json
+  tokfst bench check --tokenizer gpt2 --tokenizer bert-base-uncased.json --rss-mb 10,100
 """
+
+DOCTOR = """\
+Print what a bug report needs: the versions of tokfst, Python, pynini (and the OpenFst
+library it bundles), tokenizers, numpy, interegular, typer, rich and the graphviz package;
+OpenFst's command line tools (fstinfo: Debian's libfst-tools) and Graphviz's dot; the cache:
+its location, entries and size, how many do not verify, and whether it is writable.
+
+Something missing is reported with the fix ("missing: ..." lines), never an error: the
+exit status is 0.
+
+\b
+Examples:
+  tokfst doctor
+  tokfst doctor --json | python3 -m json.tool
+"""
+
+CACHE = """\
+List or clear tokfst's cache of built automata and tables.
+
+The cache is $TOKFST_CACHE, else $XDG_CACHE_HOME/tokfst, else ~/.cache/tokfst. Entries are
+named by format version, kind and key (a tokenizer fingerprint or a configuration hash):
+lexicon (the lexicon transducer T), bpe (the implicit A_BPE), taho (T_Aho), pre, preout,
+pretables, alltext, unkwords and maxmatch-dom (WordPiece stages); bench/ holds the
+tokenizers tokfst bench trains. Each entry is written atomically and sealed with its
+sha256; it is verified whenever it is read, and one that does not verify (truncated by a
+crash, damaged, written by an older tokfst) is rebuilt and replaced.
+
+\b
+list   one line per entry: name, kind, size in bytes, verified (yes/no); --json gives
+       one object {location, entries: [{name, kind, bytes, verified, path}], bytes,
+       temporary_files}
+clear  remove the entries and any temporary files left by killed runs; nothing else
+       in the directory is touched
+
+\b
+Examples:
+  tokfst cache list
+  tokfst cache list --json
+  tokfst cache clear
+"""
+
+# global options kept by the supervisor (tokfst_cli.guard)
+TIMEOUT_OPTION = ("End the command with exit 3 when it runs longer than SECONDS, naming the stage it was in "
+                  "[default: no limit].")
+MAX_MEMORY_OPTION = ("End the command with exit 3 when it needs more memory (address space) than SIZE: "
+                     "4G, 500M, 75% (of physical memory), 0 = no limit [default: 75%].")

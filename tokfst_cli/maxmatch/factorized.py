@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pynini
 
-from ..artifacts import fst_bytes, pack, read_artifact, unpack
+from ..artifacts import fst_bytes, pack, parse_fst, read_artifact, unpack
 from ..errors import InputError
 from ..tokenizer import TokenizerModel
 from .product import Canonical
@@ -32,7 +32,13 @@ def from_bytes(data: bytes, model: TokenizerModel, source: str = "artifact") -> 
     header, body = unpack(data, MAGIC, FORMAT, VERSION, source, "rebuild it", hint="rebuild-factorized")
     if model.fingerprint != header.get("fingerprint"):
         raise InputError(f"{source} was built for another tokenizer", "rebuild it for this tokenizer")
-    return Canonical(model, pynini.Fst.read_from_string(body), header.get("max_chars"))
+    max_chars = header.get("max_chars")
+    if max_chars is not None and (type(max_chars) is not int or max_chars < 0):
+        raise InputError(f"{source} is damaged (header fields)", "rebuild it", hint="rebuild-factorized")
+    text = parse_fst(body, source, "rebuild it", hint="rebuild-factorized")
+    if text.start() == pynini.NO_STATE_ID or header.get("states") != text.num_states():
+        raise InputError(f"{source} is damaged (text automaton)", "rebuild it", hint="rebuild-factorized")
+    return Canonical(model, text, max_chars)
 
 
 def load(path: str, model: TokenizerModel) -> Canonical:

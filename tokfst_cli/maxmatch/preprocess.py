@@ -27,14 +27,13 @@ import bisect
 import hashlib
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pynini
 import tokenizers
 
 from .. import utf8
-from ..artifacts import atomic_write, cache_dir, cached_fst
+from ..artifacts import cached_fst
 from ..errors import InputError, TokfstError
 from ..fsts import linear
 from ..symbols import MARKER, UNKSYM
@@ -119,23 +118,23 @@ def _config_key(model: TokenizerModel, *extra: Any) -> str:
 
 
 def tables(model: TokenizerModel) -> Tables:
-    """The per-character tables, from the cache or computed with the tokenizers library (~4 s)."""
-    path = cache_dir() / f"v{_TABLE_VERSION}-pretables-{_config_key(model, _TABLE_VERSION, tokenizers.__version__)}.json"
-    if path.exists():
+    """The per-character tables, from the cache (sealed, verified on read) or computed with the
+    tokenizers library (~4 s)."""
+    from .. import cache
+
+    path = cache.cache_dir() / f"v{_TABLE_VERSION}-pretables-{_config_key(model, _TABLE_VERSION, tokenizers.__version__)}.json"
+    data = cache.load(path)
+    if data is not None:
         try:
-            d = json.loads(path.read_text())
+            d = json.loads(data)
             return Tables({k: [tuple(r) for r in v] for k, v in d["same"].items()},
                           [tuple(r) for r in d["deleted"]], [tuple(r) for r in d["wrapped"]],
                           {int(k): v for k, v in d["mapped"].items()}, {int(k): v for k, v in d["kind"].items()})
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError):
             pass
     t = _compute_tables(model)
-    data = json.dumps({"same": t.same, "deleted": t.deleted, "wrapped": t.wrapped,
-                       "mapped": t.mapped, "kind": t.kind})
-    try:
-        atomic_write(path, lambda tmp: Path(tmp).write_text(data))
-    except TokfstError:
-        pass
+    cache.store(path, json.dumps({"same": t.same, "deleted": t.deleted, "wrapped": t.wrapped,
+                                  "mapped": t.mapped, "kind": t.kind}).encode())
     return t
 
 

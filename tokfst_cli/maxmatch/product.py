@@ -61,12 +61,14 @@ class Pieces:
         self.cont_keys = [self.surface[t] for t in cont]
         self.rank = np.full(self.vocab, -1, dtype=np.int64)
         self.rank[self.cont_order] = np.arange(len(cont))
+        # the same as Python lists: what the per-token paths (step, successors) index one at a time
+        self.nodes, self.chars, self.inner = self.node_of.tolist(), self.nchars.tolist(), self.internal.tolist()
         self._ban: dict[int, np.ndarray] = {}
         self._alive: dict[int, dict[int, int]] = {}
 
     def opens_check(self, tid: int) -> bool:
         """Does token tid's node have children (a longer piece could have been chosen)?"""
-        return bool(self.goto[self.node_of[tid]])
+        return bool(self.goto[self.nodes[tid]])
 
     def ban(self, v: int) -> np.ndarray:
         """Intervals [lo, hi) of ``##`` pieces (in surface order) that complete a longer token below v."""
@@ -156,6 +158,12 @@ class Canonical:
         x, pos = state[0], state[1]
         return x if pos == START else self.delta[x].get(MARKER)
 
+    def word_start(self, state: State) -> int | None:
+        """The X state where a word after ``state`` would start (None: no word can): all that
+        :meth:`step` of a token that is not a ``##`` piece ([UNK] and special tokens included)
+        depends on."""
+        return self._word_start(state)
+
     def _enter(self, tid: int, nx: int, checks: set[int], n: int) -> State:
         """The state after piece tid: X at nx, tid's own check opened, n characters in the word."""
         if self.pieces.opens_check(tid):
@@ -171,14 +179,14 @@ class Canonical:
             banned = self._banned(checks)
             alive = [pc.alive(c) for c in checks]
             for t, nx in self.readable(x, 1).items():
-                n = count + int(pc.nchars[t])
+                n = count + pc.chars[t]
                 if (limit is not None and n > limit) or (banned is not None and banned[pc.rank[t]]):
                     continue
                 out[t] = self._enter(t, nx, {a[t] for a in alive if t in a}, n)
         w = self._word_start(state)
         if w is not None:
             for t, nx in self.readable(w, 0).items():
-                n = int(pc.nchars[t])
+                n = pc.chars[t]
                 if limit is None or n <= limit:
                     out[t] = self._enter(t, nx, set(), n)
             u = self.delta[w].get(UNKSYM)
@@ -242,21 +250,22 @@ class Canonical:
             if u is None:
                 return None, "no word of the text can be [UNK] here"
             return (u, CLOSED, (), 0), ""
-        if not 0 <= tid < pc.vocab or pc.node_of[tid] < 0:
+        if not 0 <= tid < pc.vocab or pc.nodes[tid] < 0:
             return None, "a special token never comes out of the model"
-        n = int(pc.nchars[tid])
-        if pc.internal[tid]:
+        n = pc.chars[tid]
+        if pc.inner[tid]:
             if pos != IN:
                 return None, "a ## piece cannot start a word"
             nc = set()
+            goto, token, data = pc.goto, pc.token, pc.surface[tid]
             for c in checks:
                 v = c
-                for b in pc.surface[tid]:
-                    v = pc.goto[v].get(b)
+                for b in data:
+                    v = goto[v].get(b)
                     if v is None:
                         break
-                    if pc.token[v] >= 0:
-                        return None, f"not the longest match: {self.names[pc.token[v]]!r} is longer"
+                    if token[v] >= 0:
+                        return None, f"not the longest match: {self.names[token[v]]!r} is longer"
                 if v is not None:
                     nc.add(v)
             n += count
@@ -325,6 +334,73 @@ def materialize(machine: Canonical, max_states: int, max_arcs: int) -> pynini.Fs
         raise EmptyLanguageError("no canonical token sequence spells a string of the language",
                                  "check the regex against the tokenizer's vocabulary")
     return fst.minimize().arcsort("ilabel")
+
+
+PROBE_STATES = 1024  # states the size probe visits at most (one mask each, ~0.2 ms on BERT)
+
+
+def size_lower_bound(machine: Canonical, max_states: int, max_arcs: int,
+                     budget: int = PROBE_STATES) -> tuple[int, int]:
+    """(states, arcs): a lower bound on what :func:`materialize` enumerates, found cheaply.
+
+    :func:`materialize` is a BFS over R, the states reachable from ``initial()`` through
+    ``successors``: it dequeues every state of R and appends ``len(successors(s))`` arcs for
+    each, and raises LimitError as soon as it has seen more than ``max_states`` states or
+    appended more than ``max_arcs`` arcs. So it raises iff |R| > max_states or
+    sum_{s in R} |successors(s)| > max_arcs, and the BFS's cost is per arc (every successor
+    state is built).
+
+    The probe visits a set S of states, each reached from ``initial()`` by a chain of tokens
+    that ``mask`` allows, through ``step`` (``mask(s)`` is the key set of ``successors(s)`` and
+    ``step(s, t)`` is ``successors(s)[t]``: one machine, two views, checked by
+    ``tests/maxmatch/test_size_bound.py``), so S is a subset of R. For each it adds the
+    out-degree ``mask(s).sum() = len(successors(s))``, one vectorized call, without building
+    the successors. Hence states = |S| <= |R| and arcs = sum_{s in S} |successors(s)| <= the
+    BFS's total: when either passes its limit, so does the BFS, and it would raise. This holds
+    whichever states S holds; the choice only decides how tight the bound is.
+
+    The choice: the BFS's own order, truncated. States are visited first in, first out, and
+    each enqueues only as many of its successors (lowest token ids first) as the budget has
+    room for: in practice the initial state and up to ``budget`` - 1 states after one
+    token. Free text on BERT has thousands of arcs per such state (``[a-z]+( [a-z]+){0,3}``:
+    ~25,000, 81 states prove 2 M arcs). The probe stops at ``budget`` states, when the queue
+    is empty, when a limit is passed, or early (after 64 states) when the average out-degree so
+    far could not reach half of ``max_arcs`` within the budget.
+    """
+    start = machine.initial()
+    seen: set[State] = {start}
+    queue = deque([start])
+    arcs = visited = 0
+    while queue and visited < budget:
+        state = queue.popleft()
+        visited += 1
+        allowed = machine.mask(state)
+        arcs += int(allowed.sum())
+        if arcs > max_arcs or len(seen) > max_states:
+            break
+        if visited >= 64 and arcs * budget < visited * (max_arcs // 2):
+            break  # hopeless within the budget: let the BFS decide
+        room = budget - len(seen)
+        for t in np.flatnonzero(allowed).tolist():
+            if room <= 0:
+                break
+            nxt = machine.step(state, t)[0]
+            if nxt is not None and nxt not in seen:
+                seen.add(nxt)
+                queue.append(nxt)
+                room -= 1
+    return len(seen), arcs
+
+
+def exceeds(machine: Canonical, max_states: int, max_arcs: int) -> LimitError | None:
+    """The LimitError :func:`materialize` would raise, when :func:`size_lower_bound` proves it
+    would raise one (None: inconclusive, build to find out)."""
+    states, arcs = size_lower_bound(machine, max_states, max_arcs)
+    if arcs > max_arcs:
+        return LimitError("the canonical automaton", "max_arcs", max_arcs, remedy="factorized")
+    if states > max_states:
+        return LimitError("the canonical automaton", "max_states", max_states, remedy="factorized")
+    return None
 
 
 def machine_of_text(model: TokenizerModel, x: pynini.Fst) -> Canonical:

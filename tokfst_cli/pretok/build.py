@@ -1,0 +1,250 @@
+"""Stage P for BPE: a tokenizer.json's normalizer and pre-tokenizer as one transducer (seed 001 Sec. 3.1).
+
+P maps the UTF-8 text a regex describes to what HF's model sees: the normalized text (as UTF-8;
+``▁`` stays ``▁``; byte-level tokenizers keep raw bytes, the bijective bytes-to-unicode map being
+left to the token surfaces), cut into pre-tokens with ``symbols.MARKER`` between them. The
+normalizer acts on the whole text, then each pre-tokenizer of a Sequence acts on every piece
+alone (``P_k (MARKER P_k)*``), as in HF. Every component is built from its JSON block:
+
+    normalizers     Prepend, Replace (String or Regex), Lowercase, Strip, Sequence
+    pre-tokenizers  ByteLevel (add_prefix_space, use_regex), Split (Regex/String, every behaviour,
+                    invert), Metaspace (replacement, prepend_scheme, split), Digits, Punctuation,
+                    Whitespace, WhitespaceSplit, Sequence
+
+Anything else is refused by name (:class:`UnsupportedComponent`), never approximated. Character
+sets that are not regex classes (Digits' numeric, Punctuation's, WhitespaceSplit's whitespace)
+are read off the component itself by :mod:`.charclass`.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+import pynini
+
+from ..errors import InputError
+from ..fsts import linear
+from ..symbols import MARKER
+from . import charclass, split
+
+GPT2_PATTERN = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
+BEHAVIOR = {"Isolated": "isolated", "Removed": "removed", "MergedWithPrevious": "merged_with_previous",
+            "MergedWithNext": "merged_with_next", "Contiguous": "contiguous"}
+REMOVES = ("Whitespace", "WhitespaceSplit")  # pre-tokenizers that can drop text (first piece may move)
+
+
+class UnsupportedComponent(InputError):
+    """A normalizer or pre-tokenizer that tokfst does not model."""
+
+    def __init__(self, kind: str, name: str, detail: str = ""):
+        super().__init__(f"the tokenizer's {kind} {name}{detail} is not modelled by tokfst's preprocessing P",
+                         "use a tokenizer whose components are listed in the README (What canonical means)",
+                         kind=kind, name=name)
+
+
+def _bytes() -> pynini.Fst:
+    return pynini.union(*(linear([b + 1]) for b in range(256))).optimize()
+
+
+def _star() -> pynini.Fst:
+    return _bytes().closure()
+
+
+def _text(s: str) -> pynini.Fst:
+    return linear([b + 1 for b in s.encode("utf-8")])
+
+
+def _insert(s: str) -> pynini.Fst:
+    return pynini.cross(pynini.accep(""), _text(s)) if s else pynini.accep("")
+
+
+def _prefix_unless(prefix: str) -> pynini.Fst:
+    """Non-empty text: ``prefix`` written in front unless the text already starts with it."""
+    rest = pynini.difference(pynini.closure(_bytes(), 1), pynini.concat(_text(prefix), _star())).optimize()
+    return pynini.union(pynini.concat(_text(prefix), _star()), pynini.concat(_insert(prefix), rest)).optimize()
+
+
+def _per_piece(p: pynini.Fst, first: pynini.Fst | None = None) -> pynini.Fst:
+    """A pre-tokenizer applied to every piece alone: first (MARKER p)*."""
+    sep = pynini.concat(linear([MARKER]), p).closure()
+    return pynini.concat((first or p).copy(), sep).optimize()
+
+
+def _pattern(spec: dict, where: str) -> str:
+    if "Regex" in spec:
+        return spec["Regex"]
+    if "String" in spec:
+        return re.escape(spec["String"])
+    raise UnsupportedComponent(where, "pattern", f" {spec!r}")
+
+
+def _set_pattern(name: str, ranges: charclass.Ranges, plus: bool) -> tuple[str, dict]:
+    atom = f"\\p{{tokfst:{name}}}"
+    return atom + ("+" if plus else ""), {atom: ranges}
+
+
+@lru_cache(maxsize=None)
+def _probed(component: str) -> tuple[tuple[int, int], ...]:
+    """The characters a set-based pre-tokenizer treats specially, read off HF itself."""
+    import numpy as np
+    from tokenizers import pre_tokenizers as pt
+
+    text = charclass._all_scalars()
+    if component == "WhitespaceSplit":  # the characters it removes
+        kept = np.zeros(len(text), bool)
+        for _, (lo, hi) in pt.WhitespaceSplit().pre_tokenize_str(text):
+            kept[lo:hi] = True
+        return tuple(charclass.ranges_of(charclass._code_point(np.flatnonzero(~kept))))
+    tok = {"Digits": pt.Digits(individual_digits=True), "Punctuation": pt.Punctuation()}[component]
+    probe = "a" + "".join(c + "a" for c in text)  # a special character stands alone between two a's
+    special = {ord(piece) for piece, _ in tok.pre_tokenize_str(probe) if len(piece) == 1 and piece != "a"}
+    return tuple(charclass.ranges_of(np.array(sorted(special), np.int64)))
+
+
+def pre_tokenizer(spec: dict | None, first_of_text: bool = True) -> pynini.Fst:
+    """One pre-tokenizer block -> transducer over normalized bytes, MARKER between pieces."""
+    if spec is None:
+        return _star()
+    kind = spec.get("type")
+    if kind == "Sequence":
+        items = spec.get("pretokenizers") or []
+        out = _star()
+        removed = False
+        for item in items:
+            if removed and item.get("type") == "Metaspace" and item.get("prepend_scheme") == "first":
+                raise UnsupportedComponent("pre-tokenizer", "Metaspace", " (prepend_scheme first after a pre-tokenizer "
+                                           "that removes text)")
+            out = pynini.compose(out, _per_piece(pre_tokenizer(item, False), pre_tokenizer(item, True))).optimize()
+            removed = removed or item.get("type") in REMOVES or (
+                item.get("type") == "Split" and item.get("behavior") == "Removed")
+        return out
+    if kind == "ByteLevel":
+        p = _star()
+        if spec.get("add_prefix_space"):
+            p = pynini.union(_prefix_unless(" "), pynini.accep("")).optimize()
+        if spec.get("use_regex", True):
+            p = pynini.compose(p, split.split_transducer(GPT2_PATTERN)).optimize()
+        return p
+    if kind == "Split":
+        behavior = spec.get("behavior", "Isolated")
+        if behavior not in BEHAVIOR:
+            raise UnsupportedComponent("pre-tokenizer", "Split", f" behavior {behavior}")
+        return split.split_transducer(_pattern(spec.get("pattern", {}), "pre-tokenizer Split"), BEHAVIOR[behavior],
+                                      bool(spec.get("invert")))
+    if kind == "Metaspace":
+        return _metaspace(spec, first_of_text)
+    if kind == "Digits":
+        pat, extra = _set_pattern("digits", list(_probed("Digits")), not spec.get("individual_digits"))
+        return split.split_transducer(pat, "isolated", extra=extra)
+    if kind == "Punctuation":
+        pat, extra = _set_pattern("punctuation", list(_probed("Punctuation")), False)
+        behavior = spec.get("behavior", "Isolated")
+        if behavior not in BEHAVIOR:
+            raise UnsupportedComponent("pre-tokenizer", "Punctuation", f" behavior {behavior}")
+        return split.split_transducer(pat, BEHAVIOR[behavior], extra=extra)
+    if kind == "Whitespace":
+        return split.split_transducer(r"\w+|[^\w\s]+", "removed", invert=True)
+    if kind == "WhitespaceSplit":
+        pat, extra = _set_pattern("whitespace", list(_probed("WhitespaceSplit")), False)
+        return split.split_transducer(pat, "removed", extra=extra)
+    raise UnsupportedComponent("pre-tokenizer", str(kind))
+
+
+def _metaspace(spec: dict, first_of_text: bool) -> pynini.Fst:
+    rep = spec.get("replacement", "▁")
+    scheme = spec.get("prepend_scheme", "always" if spec.get("add_prefix_space", True) else "never")
+    if scheme not in ("always", "first", "never"):
+        raise UnsupportedComponent("pre-tokenizer", "Metaspace", f" prepend_scheme {scheme}")
+    p = split.split_transducer(" ", "isolated", content=rep.encode("utf-8"))  # every space -> replacement
+    if scheme == "always" or (scheme == "first" and first_of_text):
+        p = pynini.compose(p, pynini.union(_prefix_unless(rep), pynini.accep(""))).optimize()
+    if spec.get("split", True):
+        p = pynini.compose(p, split.split_transducer(re.escape(rep), "merged_with_next")).optimize()
+    return p
+
+
+def normalizer(spec: dict | None) -> pynini.Fst:
+    """One normalizer block -> transducer over UTF-8 bytes (the whole text)."""
+    if spec is None:
+        return _star()
+    kind = spec.get("type")
+    if kind == "Sequence":
+        out = _star()
+        for item in spec.get("normalizers") or []:
+            out = pynini.compose(out, normalizer(item)).optimize()
+        return out
+    if kind == "Prepend":
+        return pynini.union(pynini.concat(_insert(spec.get("prepend", "")), pynini.closure(_bytes(), 1)),
+                            pynini.accep("")).optimize()
+    if kind == "Replace":
+        pattern = _pattern(spec.get("pattern", {}), "normalizer Replace")
+        return split.split_transducer(pattern, "isolated", content=spec.get("content", "").encode("utf-8"))
+    if kind == "Lowercase":
+        return _lowercase()
+    if kind == "Strip":
+        return _strip(bool(spec.get("strip_left", True)), bool(spec.get("strip_right", True)))
+    raise UnsupportedComponent("normalizer", str(kind))
+
+
+@lru_cache(maxsize=None)
+def _lowercase_table() -> tuple[tuple[tuple[int, int], ...], tuple[tuple[str, str], ...]]:
+    """HF's Lowercase per character (it maps characters one by one): kept ranges and changed pairs."""
+    from tokenizers import normalizers as nm
+
+    text = charclass._all_scalars().replace("\0", "")
+    lowered = nm.Lowercase().normalize_str("\0".join(text)).split("\0")
+    if len(lowered) != len(text):
+        raise UnsupportedComponent("normalizer", "Lowercase", " (not character by character in this version)")
+    same = [ord(c) for c, low in zip(text, lowered) if c == low] + [0]
+    changed = tuple((c, low) for c, low in zip(text, lowered) if c != low)
+    import numpy as np
+    return tuple(charclass.ranges_of(np.array(same, np.int64))), changed
+
+
+def _lowercase() -> pynini.Fst:
+    from ..regex import ranges_acceptor
+
+    kept, changed = _lowercase_table()
+    pairs = [pynini.cross(_text(c), _text(low)) for c, low in changed]
+    return pynini.union(ranges_acceptor(list(kept)), *pairs).closure().optimize()
+
+
+def _strip(left: bool, right: bool) -> pynini.Fst:
+    """HF's Strip: whitespace (Rust's char::is_whitespace) removed at the start and/or end of the text."""
+    from ..regex import ranges_acceptor
+
+    ws = list(_probed("WhitespaceSplit"))
+    space, other = ranges_acceptor(ws), ranges_acceptor(charclass.complement(ws))
+    drop = pynini.cross(space, pynini.accep("")).closure()
+    any_char = pynini.union(space, other)
+    body = pynini.union(pynini.accep(""), other, pynini.concat(pynini.concat(other, any_char.closure()), other))
+    if not left:
+        body = pynini.union(pynini.accep(""), pynini.concat(any_char.closure(), other))
+    if not right:
+        body = pynini.union(pynini.accep(""), pynini.concat(other, any_char.closure()))
+    if not left and not right:
+        return any_char.closure().optimize()
+    return pynini.concat(pynini.concat(drop if left else pynini.accep(""), body),
+                         drop if right else pynini.accep("")).optimize()
+
+
+def transducer(data: dict) -> pynini.Fst:
+    """P of a whole tokenizer.json (its ``normalizer`` then its ``pre_tokenizer``)."""
+    n = normalizer(data.get("normalizer"))
+    return pynini.compose(n, pre_tokenizer(data.get("pre_tokenizer"), True)).optimize()
+
+
+def for_tokenizer(name_or_path: str, pattern: str | None = None) -> pynini.Fst:
+    """P of a tokenizer (a path or a bundled name), or A o P for a regex, with symbol tables."""
+    import json
+
+    from ..regex import compile_regex
+    from ..symbols import byte_table, text_byte_table
+    from ..tokenizer import load
+
+    model = load(name_or_path)  # validates the file, one-line errors
+    p = transducer(json.loads(open(model.source, encoding="utf-8").read()))
+    if pattern is not None:
+        p = pynini.compose(compile_regex(pattern).fst, p).connect()
+    return p.set_input_symbols(byte_table()).set_output_symbols(text_byte_table())

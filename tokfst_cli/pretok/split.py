@@ -1,0 +1,131 @@
+"""Stage P for BPE: a Split pattern's pre-token cut as a transducer (seed 001 Sec. 3.1).
+
+Hugging Face cuts a text with ``find_iter`` under Oniguruma; :mod:`.pattern` compiles the pattern
+to a priority NFA, :mod:`.marked` builds the deterministic automaton of the marked texts (a typed
+marker before every piece). Here the behaviour of HF's ``SplitDelimiterBehavior`` (Isolated,
+Removed, MergedWithPrevious, MergedWithNext, Contiguous; invert) or a Replace normalizer's content
+is a small transducer on the typed markers, and the composition with marker insertion is P: text
+bytes -> HF's pieces with ``symbols.MARKER`` between them (:func:`split_transducer`).
+"""
+
+from __future__ import annotations
+
+import pynini
+
+from ..errors import InputError
+from ..fsts import linear
+from ..symbols import MARKER
+from .marked import TYPED_GAP, TYPED_MATCH, marked_language
+
+BEHAVIORS = ("isolated", "removed", "merged_with_previous", "merged_with_next", "contiguous")
+
+
+def behavior_transducer(behavior: str = "isolated", invert: bool = False, content: bytes | None = None) -> pynini.Fst:
+    """Typed pieces -> HF's pieces: where MARKER goes, which pieces are dropped (HF's SplitDelimiterBehavior).
+
+    Delimiters are the matches (the gaps with ``invert``). ``content`` replaces every delimiter
+    and writes no marker at all (the Replace normalizer)."""
+    if behavior not in BEHAVIORS:
+        raise InputError(f"Split behavior {behavior!r} is not one of {', '.join(BEHAVIORS)}", "use a behaviour HF defines")
+    one = pynini.Weight.one("tropical")
+    f = pynini.Fst()
+    # states: (type of the current piece: None/True(delimiter)/False, anything written yet)
+    ids: dict[tuple, int] = {}
+
+    def state(key: tuple) -> int:
+        if key not in ids:
+            ids[key] = f.add_state()
+            f.set_final(ids[key])
+        return ids[key]
+
+    f.set_start(state((None, False)))
+    todo = [(None, False)]
+    seen = set(todo)
+    while todo:
+        prev, written = key = todo.pop()
+        src = ids[key]
+        for marker, is_match in ((TYPED_MATCH, True), (TYPED_GAP, False)):
+            delim = is_match != invert
+            out = _marker_output(behavior, prev, delim, written) if content is None else []
+            if content is not None and delim:
+                out = [b + 1 for b in content]
+            nxt = (delim, written or bool(out) or not (delim and (behavior == "removed" or content is not None)))
+            dst = state(nxt)
+            _path(f, src, marker, out, dst, one)
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+        if prev is not None:
+            drop = prev and (behavior == "removed" or content is not None)
+            for b in range(256):
+                f.add_arc(src, pynini.Arc(b + 1, 0 if drop else b + 1, one, src))
+    return f
+
+
+def _marker_output(behavior: str, prev, delim: bool, written: bool) -> list[int]:
+    if prev is None:
+        return []
+    cut = {"isolated": True,
+           "removed": not delim and written,
+           "merged_with_previous": not (delim and prev is False),
+           "merged_with_next": not (not delim and prev is True),
+           "contiguous": delim != prev}[behavior]
+    return [MARKER] if cut else []
+
+
+def _path(f: pynini.Fst, src: int, ilabel: int, olabels: list[int], dst: int, one) -> None:
+    """src --ilabel:o1--> ... --> dst writing ``olabels`` (epsilon output when empty)."""
+    olabels = olabels or [0]
+    cur = src
+    for k, o in enumerate(olabels):
+        nxt = dst if k == len(olabels) - 1 else f.add_state()
+        f.add_arc(cur, pynini.Arc(ilabel if k == 0 else 0, o, one, nxt))
+        cur = nxt
+
+
+def insert_typed_markers() -> pynini.Fst:
+    """Bytes, with typed markers inserted anywhere (the input side of a marked language)."""
+    return pynini.union(*(_label(b + 1) for b in range(256)), pynini.cross(pynini.accep(""), _label(TYPED_MATCH)),
+                        pynini.cross(pynini.accep(""), _label(TYPED_GAP))).closure().optimize()
+
+
+def split_transducer(pattern: str, behavior: str = "isolated", invert: bool = False, content: bytes | None = None,
+                     max_states: int = 200_000, extra: dict | None = None) -> pynini.Fst:
+    """P for one Split: UTF-8 text -> HF's pieces, ``symbols.MARKER`` between them (functional)."""
+    marked = marked_language(pattern, max_states, extra)
+    typed = pynini.compose(insert_typed_markers().arcsort("olabel"), marked.arcsort("ilabel"))
+    return pynini.compose(typed.arcsort("olabel"), behavior_transducer(behavior, invert, content).arcsort("ilabel")
+                          ).connect()
+
+
+def _label(lab: int) -> pynini.Fst:
+    return linear([lab])
+
+
+def apply(p: pynini.Fst, text: str) -> list[str]:
+    """The pieces P cuts ``text`` into (the unique output path)."""
+    from ..fsts import text_acceptor
+
+    out = pynini.determinize(pynini.compose(text_acceptor(text), p).project("output").rmepsilon()).minimize()
+    labels, state, zero = [], out.start(), pynini.Weight.zero(out.weight_type())
+    while state != pynini.NO_STATE_ID:
+        arcs = list(out.arcs(state))
+        final = out.final(state) != zero
+        if len(arcs) + final != 1:
+            raise ValueError(f"P has {'no' if not arcs and not final else 'several'} outputs for {text!r}")
+        if final:
+            break
+        labels.append(arcs[0].olabel)
+        state = arcs[0].nextstate
+    if state == pynini.NO_STATE_ID:
+        raise ValueError(f"P has no output for {text!r}")
+    pieces, cur = [], bytearray()
+    for lab in labels:
+        if lab == MARKER:
+            pieces.append(cur.decode("utf-8"))
+            cur = bytearray()
+        else:
+            cur.append(lab - 1)
+    if labels:
+        pieces.append(cur.decode("utf-8"))
+    return pieces
