@@ -1,10 +1,10 @@
 """The supervisor: run a command in a child process under a time and a memory limit.
 
 Python cannot interrupt OpenFst's native code, so the limits are kept from outside. :func:`run`
-forks; the child caps its address space (``RLIMIT_AS``: what it maps now plus the headroom
-``max_memory`` minus its resident size, which bounds its resident memory),
-announces every stage of :mod:`tokfst_cli.progress` to the parent in shared memory, and runs the
-command. The parent waits: past the time limit it kills the child; SIGINT, SIGTERM and SIGHUP
+forks; the child caps its address space (``RLIMIT_AS``: what it maps now plus ``max_memory``
+minus what is or may become resident without a new mapping, so its resident memory stays under
+``max_memory``), announces every stage of :mod:`tokfst_cli.progress` to the parent in shared
+memory, and runs the command. The parent waits: past the time limit it kills the child; SIGINT, SIGTERM and SIGHUP
 are forwarded (the child stops at once when it runs Python code, removing its temporary files;
 after a grace period in native code it is killed); a child killed by the parent, or dead of
 its memory limit (``std::bad_alloc`` aborts), has its temporary files removed by the parent.
@@ -221,17 +221,31 @@ def _address_space_cap(max_memory: int) -> int:
 
     The forked child already maps the interpreter and its libraries (hundreds of MB of address
     space, far less of it resident), so capping the address space at ``max_memory`` itself would
-    starve it; it may add at most the headroom ``max_memory - resident size`` of new mappings, and
-    new mappings are all that can raise the resident size beyond what is mapped now."""
-    sizes = {}
-    with contextlib.suppress(OSError, ValueError):
-        for line in open("/proc/self/status", encoding="ascii"):
-            key, _, value = line.partition(":")
-            if key in ("VmSize", "VmRSS"):
-                sizes[key] = int(value.split()[0]) * 1024
-    if len(sizes) < 2:
+    starve it. Resident memory can grow by new mappings (which the cap counts) and by pages of
+    existing mappings becoming resident: writable or reserved ones (heaps, buffers) are counted
+    here as if resident already; read-only file pages (library code) are left out, being clean
+    page cache. So the child may map ``max_memory`` minus its resident size minus those pages."""
+    vm_size = resident = writable_gap = 0
+    perms, size = "", 0
+    try:
+        with open("/proc/self/smaps", encoding="ascii", errors="replace") as f:
+            for line in f:
+                field, _, rest = line.partition(" ")
+                if "-" in field and not field.endswith(":"):
+                    perms = rest.split(" ", 1)[0]
+                elif field == "Size:":
+                    size = int(rest.split()[0]) * 1024
+                    vm_size += size
+                elif field == "Rss:":
+                    rss = int(rest.split()[0]) * 1024
+                    resident += rss
+                    if "w" in perms or perms.startswith("---"):
+                        writable_gap += size - rss
+    except (OSError, ValueError):
         return max_memory
-    return sizes["VmSize"] + max(0, max_memory - sizes["VmRSS"])
+    if not vm_size:
+        return max_memory
+    return vm_size + max(0, max_memory - resident - writable_gap)
 
 
 def _child(fn: Callable[[], int], board: "_Board", max_memory: int | None, parent: int) -> None:

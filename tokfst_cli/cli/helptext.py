@@ -274,7 +274,7 @@ Examples:
 """
 
 # global options kept by the supervisor (tokfst_cli.guard)
-TIMEOUT_OPTION = ("End the command with exit 3 when it runs longer than SECONDS, naming the stage it was in "
-                  "[default: no limit].")
-MAX_MEMORY_OPTION = ("End the command with exit 3 when it needs more memory (address space) than SIZE: "
+TIMEOUT_OPTION = ("End the command with exit 3 when it runs longer than SECONDS, naming the stage it was in; "
+                  "0 = no limit [default: no limit].")
+MAX_MEMORY_OPTION = ("End the command with exit 3 when it needs more memory than SIZE: "
                      "4G, 500M, 75% (of physical memory), 0 = no limit [default: 75%].")

@@ -50,6 +50,7 @@ class ProgressLine:
         self.first: float | None = None  # start of the outermost activity or stage
         self.thread: threading.Thread | None = None
         self.stop = threading.Event()
+        self.shown = threading.Event()  # the line has been drawn once
 
     def enabled(self) -> bool:
         return not self.out.is_quiet() and self.out.err.is_terminal
@@ -79,6 +80,8 @@ class ProgressLine:
             if self.first is None:
                 self.first = now
         self._ensure_thread()
+        if self.out.delay() <= 0:  # no delay: the line is on screen before the work starts
+            self.shown.wait(0.5)
         try:
             yield
         finally:
@@ -92,6 +95,7 @@ class ProgressLine:
         with self.lock:
             if self.thread is None or not self.thread.is_alive():
                 self.stop.clear()
+                self.shown.clear()
                 self.thread = threading.Thread(target=self._run, name="tokfst-progress", daemon=True)
                 self.thread.start()
 
@@ -137,6 +141,7 @@ class ProgressLine:
                     if first is not None and time.monotonic() - first >= self.out.delay():
                         status = self.out.err.status(text, spinner="dots")
                         status.start()
+                        self.shown.set()
                 if self.stop.wait(TICK):
                     break
         finally:
