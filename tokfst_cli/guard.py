@@ -4,11 +4,12 @@ Python cannot interrupt OpenFst's native code, so the limits are kept from outsi
 forks; the child caps its address space (``RLIMIT_AS``: what it maps now plus ``max_memory``
 minus what is or may become resident without a new mapping, so its resident memory stays under
 ``max_memory``), announces every stage of :mod:`tokfst_cli.progress` to the parent in shared
-memory, and runs the command. The parent waits: past the time limit it kills the child; SIGINT, SIGTERM and SIGHUP
-are forwarded (the child stops at once when it runs Python code, removing its temporary files;
-after a grace period in native code it is killed); a child killed by the parent, or dead of
-its memory limit (``std::bad_alloc`` aborts), has its temporary files removed by the parent.
-The :class:`Outcome` says which limit ended the command, in which stage, and the peak memory.
+memory, and runs the command. The parent waits: past the time limit it kills the child;
+SIGINT, SIGTERM and SIGHUP are forwarded (the child stops at once when it runs Python code,
+removing its temporary files; after a grace period in native code it is killed); a child killed
+by the parent, or dead of its memory limit (``std::bad_alloc`` aborts), has its temporary files
+removed by the parent. The :class:`Outcome` says which limit ended the command, in which stage,
+and the peak memory.
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ def build_index(fst: pynini.Fst, model: TokenizerModel, pattern: str, max_states
             for s in fst.states():
                 arcs += fst.num_arcs(s)
                 if arcs > max_arcs:
-                    raise LimitError("the index", "max_arcs", max_arcs, remedy="factorized")
+                    raise LimitError("the index", "max_arcs", max_arcs)
         report(states)
         return _index(fst, model, pattern)
 

@@ -1,0 +1,328 @@
+"""Limits in the library: estimates that only refuse what cannot fit, repetitions built by powers, the guard.
+
+* the regex's lower bound (``regex.states_at_least``) never exceeds the minimal DFA's states;
+* the powers/chain construction of ``x{m,n}`` gives the same language as pynini's closure
+  (Thompson, the construction before) and as Python's ``re``;
+* the bound on A o T (``promote.composition_at_least``) never exceeds the composition;
+* the index counts before building;
+* ``guard.run``: exit codes, time and memory limits, signals and the temporary files of a
+  killed child.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+
+import pynini
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from tokfst_cli import guard, regex
+from tokfst_cli.artifacts import atomic_write, temp_prefix
+from tokfst_cli.errors import LimitError
+from tokfst_cli.index import build_index
+from tokfst_cli.promote import arc_arrays, composition_at_least
+from tokfst_cli.regex import compile_regex, flatten, parse, states_at_least
+
+from .helpers import accepts, finals, transitions
+
+ATOMS = st.sampled_from(["a", "b", "é", "中", ".", "[ab]", "[^a]", "ab", "(?:ab|c)", "x", "(?:a|ab)", "(?:a*b)"])
+
+
+@st.composite
+def repeated(draw, depth=3):
+    """Regexes with (nested) bounded and unbounded repetitions."""
+    if depth == 0 or draw(st.integers(0, 3)) == 0:
+        return draw(ATOMS)
+    sub = lambda: draw(repeated(depth=depth - 1))  # noqa: E731
+    kind = draw(st.sampled_from(["rep", "rep", "rep", "cat", "alt", "star"]))
+    if kind == "cat":
+        return sub() + sub()
+    if kind == "alt":
+        return f"(?:{sub()}|{sub()})"
+    if kind == "star":
+        return f"(?:{sub()})*"
+    lo = draw(st.integers(0, 4))
+    hi = draw(st.one_of(st.none(), st.integers(lo, lo + 5)))
+    return f"(?:{sub()}){{{lo},{'' if hi is None else hi}}}"
+
+
+def thompson(node) -> pynini.Fst:
+    """The construction before powers: pynini's closure of the base, copied m..n times."""
+    ip = regex.ip
+    if node is ip._EMPTY:
+        return pynini.accep("")
+    if node is ip._DOT:
+        node = ip._CharGroup(frozenset("\n"), True)
+    if isinstance(node, ip._CharGroup):
+        return regex.ranges_acceptor(regex._char_class(node))
+    if isinstance(node, ip._Concatenation):
+        f = pynini.accep("")
+        for part in node.parts:
+            f.concat(thompson(part))
+        return f
+    if isinstance(node, ip.Pattern):
+        if not node.options:
+            return pynini.Fst()
+        first, *rest = (thompson(o) for o in node.options)
+        return first.union(*rest) if rest else first
+    if node.max == 0:
+        return pynini.accep("")
+    return thompson(node.base).rmepsilon().closure(node.min, node.max if node.max is not None else 0)
+
+
+LIMIT = 20_000  # states: examples whose automata pass it are skipped (determinization may blow up)
+
+
+def minimal(f: pynini.Fst) -> pynini.Fst:
+    d = pynini.determinize(f.rmepsilon(), nstate=LIMIT + 1)
+    assume(d.num_states() <= LIMIT)
+    return d.minimize()
+
+
+def compiled(pattern: str) -> pynini.Fst:
+    try:
+        return compile_regex(pattern, max_states=LIMIT).fst
+    except LimitError:
+        assume(False)
+
+
+def _accepts(fst: pynini.Fst, text: str) -> bool:
+    return accepts(fst, [b + 1 for b in text.encode()], transitions(fst), finals(fst))
+
+
+def build(pattern: str, max_states: int, **how) -> pynini.Fst:
+    """The minimal DFA of ``pattern`` with the builder's thresholds overridden."""
+    nfa = regex._Builder(pattern, max_states, **how).build(parse(pattern))
+    return pynini.determinize(nfa.rmepsilon(), nstate=max_states + 1).minimize()
+
+
+@pytest.mark.parametrize("how", ["default", "chain or closure", "chain or powers"])
+@given(repeated(), st.lists(st.text(st.sampled_from(list("abcxé中")), max_size=14), max_size=12))
+@settings(max_examples=100, deadline=None)
+def test_repetitions_equal_the_closure_and_re(how, pattern, texts):
+    """Every route for x{m,n} (closure of the NFA, chain, closure of the minimal DFA, powers)
+    gives pynini's closure (the construction before) and Python's re."""
+    reference = minimal(thompson(parse(pattern)))
+    if how == "default":
+        fst = compiled(pattern)
+    else:
+        try:
+            fst = build(pattern, LIMIT, small=0, closure_budget=None if how == "chain or closure" else 0)
+        except LimitError:
+            assume(False)  # powers determinize concatenations: some blow up (the limit then names them)
+    assert pynini.equivalent(fst, reference), pattern
+    for text in texts:
+        assert _accepts(fst, text) == (re.fullmatch(pattern, text) is not None), (pattern, text)
+    assert 0 < states_at_least(parse(pattern)) <= fst.num_states()
+
+
+@given(repeated())
+@settings(max_examples=60, deadline=None)
+def test_lengths_are_the_shortest_and_longest_words(pattern):
+    fst = compiled(pattern)
+    ln = regex.lengths(parse(pattern))
+    zero = pynini.Weight.zero(fst.weight_type())
+    level, seen, depth = {fst.start()}, {fst.start()}, 0  # breadth first: the shortest word
+    while not any(fst.final(s) != zero for s in level):
+        level = {a.nextstate for s in level for a in fst.arcs(s)} - seen
+        seen |= level
+        depth += 1
+    assert ln.minlen == depth
+    cyclic = fst.properties(pynini.CYCLIC, True) == pynini.CYCLIC
+    assert (ln.maxlen is None) == cyclic
+    if not cyclic:  # the longest path of the (trim, acyclic) minimal DFA
+        longest: dict[int, int] = {}
+        stack = [(fst.start(), iter([a.nextstate for a in fst.arcs(fst.start())]))]
+        while stack:  # depth first without recursion; acyclic, so each state is entered once
+            s, successors = stack[-1]
+            for t in successors:
+                if t not in longest:
+                    stack.append((t, iter([a.nextstate for a in fst.arcs(t)])))
+                    break
+            else:
+                stack.pop()
+                longest[s] = max([1 + longest[a.nextstate] for a in fst.arcs(s)] + ([0] if fst.final(s) != zero else []))
+        assert ln.maxlen == longest[fst.start()]
+
+
+def test_nested_repetitions_flatten_only_without_gaps():
+    def flat(p):
+        node = parse(p).options[0].parts[0]
+        base, lo, hi = flatten(node)
+        return lo, hi
+
+    assert flat("(?:.{1,200}){1,200}") == (1, 40000)
+    assert flat("(?:a{2,3}){4,}") == (8, None)
+    assert flat("(?:a{3}){2}") == (6, 6)
+    assert flat("(?:a{2}){0,3}") == (0, 3)  # a{0}, a{2}, a{4}, a{6}: gaps, not flattened
+    assert flat("(?:a{0,2}){0,3}") == (0, 6)
+    assert flat("(?:(?:a{1,2}){2,3}){1,2}") == (2, 12)
+
+
+def test_the_blow_ups_of_the_issue_are_refused_before_building():
+    start = time.monotonic()
+    with pytest.raises(LimitError) as e:
+        compile_regex("a{99999999}")
+    assert e.value.at_least and e.value.value == 100_000_000 and e.value.limit == "max_states"
+    assert "would have at least 100000000 states (> max_states 1000000)" in str(e.value)
+    with pytest.raises(LimitError):
+        compile_regex("(?:[ab]{1000}){1001}")  # finite: longest word 1,001,000 bytes
+    with pytest.raises(LimitError):
+        compile_regex("(?i)(?:x{500}){3000}")  # flags: counted in characters
+    assert time.monotonic() - start < 1
+    # what fits is built: big repetitions of prefix-free and of other bases
+    assert compile_regex("[0-9]{1000}").fst.num_states() == 1001
+    assert compile_regex("(ab){5000}").fst.num_states() == 10001
+    assert compile_regex("(a|ab){3000}").fst.num_states() == 6001
+    assert compile_regex("(?:.{1,20}){1,20}").fst.num_states() == 3201
+    assert compile_regex("a{1000000}", max_states=1_000_001).fst.num_states() == 1_000_001
+
+
+def test_an_intermediate_past_the_limit_is_named():
+    with pytest.raises(LimitError) as e:
+        compile_regex("(?:(?:a|b)*a(?:a|b){12}){3}", max_states=2000)
+    assert "repeat" in e.value.stage or "repetition" in e.value.stage or "byte automaton" in e.value.stage
+
+
+COMPOSE_REGEXES = ["[0-9]{4}", ".{1,3}", "[a-z]+", "ab|cd", "(hello|world)+", r"\w{2}[0-9]?", ".{0,6}",
+                   "[a-f0-9]{2,8}", "(?:é|中)+x", "[^a]{3}", "(?:ab){0,40}"]
+
+
+def test_composition_bound_is_a_lower_bound(tokenizer):
+    from tokfst_cli import lexicon
+
+    model = tokenizer("gpt2")
+    lex = lexicon.lexicon(model)
+    for pattern in COMPOSE_REGEXES:
+        a = compile_regex(pattern).fst.arcsort("olabel")
+        bound = composition_at_least(model, a)
+        actual = pynini.compose(a, lex, connect=True).num_states()
+        assert a.num_states() <= bound <= actual, (pattern, bound, actual)
+
+
+def test_composition_is_refused_from_the_bound(tokenizer):
+    from tokfst_cli.promote import promote
+    from tokfst_cli import lexicon
+
+    model = tokenizer("gpt2")
+    a = regex.compile_regex(".{1,1000}")
+    with pytest.raises(LimitError) as e:
+        promote(model, a, lexicon.lexicon(model), max_states=100_000)
+    assert e.value.stage == "A o T" and e.value.at_least and e.value.value > 100_000
+
+
+def test_arc_arrays_read_every_arc():
+    f = compile_regex("[0-9]{2}-(ab|c)*é").fst
+    src, label, dst = arc_arrays(f)
+    want = sorted((s, a.ilabel, a.nextstate) for s in f.states() for a in f.arcs(s))
+    assert sorted(zip(src.tolist(), label.tolist(), dst.tolist())) == want
+
+
+def test_index_counts_before_building(tokenizer):
+    model = tokenizer("gpt2")
+    from tokfst_cli import pipeline
+
+    fst = pipeline.build(model, "[0-9]{2}").fst
+    arcs = sum(fst.num_arcs(s) for s in fst.states())
+    with pytest.raises(LimitError) as e:
+        build_index(fst, model, "[0-9]{2}", max_arcs=arcs - 1)
+    assert e.value.limit == "max_arcs"
+    with pytest.raises(LimitError):
+        build_index(fst, model, "[0-9]{2}", max_states=fst.num_states() - 1)
+    index = build_index(fst, model, "[0-9]{2}", max_states=fst.num_states(), max_arcs=arcs)
+    assert index["stats"]["arcs"] == arcs
+
+
+# ---- the guard ---------------------------------------------------------------------------------
+
+def test_guard_passes_the_exit_code_and_the_stage():
+    from tokfst_cli.progress import report, stage
+
+    def work() -> int:
+        with stage("B: building"):
+            report(12)
+            return 7
+
+    out = guard.run(work)
+    assert (out.code, out.reason, out.stage, out.size) == (7, None, "B: building", 12)
+
+
+def test_guard_time_limit_kills_and_removes_temporary_files(tmp_path):
+    target = tmp_path / "out.bin"
+
+    def work() -> int:
+        def slow(tmp: str) -> None:
+            with open(tmp, "wb") as f:
+                f.write(b"partial")
+                f.flush()
+                time.sleep(60)
+        atomic_write(target, slow)
+        return 0
+
+    start = time.monotonic()
+    out = guard.run(work, timeout=0.5, temp_dirs=[str(tmp_path)])
+    assert out.code == 3 and out.reason == "time" and time.monotonic() - start < 3
+    assert len(out.removed) == 1 and os.path.basename(out.removed[0]).startswith(".out.bin.")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_guard_temp_file_pattern_matches_atomic_write():
+    name = temp_prefix("x.fst", 4242) + "abcd_123.tmp"
+    assert guard.temp_file_pattern(4242).fullmatch(name)
+    assert not guard.temp_file_pattern(424).fullmatch(name)
+
+
+def test_guard_signal_in_native_code_is_forced_after_the_grace(tmp_path):
+    """A child that cannot run Python (here: signals blocked, as in a long OpenFst call) is
+    killed after the grace period; its temporary file goes with it."""
+    target = tmp_path / "o.fst"
+
+    def work() -> int:
+        def stuck(tmp: str) -> None:
+            open(tmp, "wb").close()
+            signal.pthread_sigmask(signal.SIG_BLOCK, guard.FORWARDED)
+            time.sleep(60)
+        atomic_write(target, stuck)
+        return 0
+
+    def send_later():
+        time.sleep(0.4)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    import threading
+
+    threading.Thread(target=send_later, daemon=True).start()
+    start = time.monotonic()
+    out = guard.run(work, temp_dirs=[str(tmp_path)], grace=0.5)
+    assert out.code == 143 and out.reason == "signal" and time.monotonic() - start < 3
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_guard_memory_limit():
+    def hog() -> int:
+        try:
+            bytearray(400 << 20)
+        except MemoryError:
+            return 3
+        return 0
+
+    out = guard.run(hog, max_memory=300 << 20)  # (the peak is measured on the command line: test_limits in cli/)
+    assert out.code == 3 and out.reason is None
+    assert guard.run(lambda: len(bytearray(10 << 20)) and 0, max_memory=0).code == 0
+
+
+@pytest.mark.parametrize("text,value", [("4G", 4 << 30), ("500M", 500 << 20), ("1.5g", int(1.5 * (1 << 30))),
+                                        ("123456", 123456), ("0", None), ("64KiB", 64 << 10)])
+def test_sizes(text, value):
+    assert guard.parse_size(text) == value
+
+
+@pytest.mark.parametrize("text", ["", "x", "-1G", "4Q", "200%"])
+def test_bad_sizes(text):
+    with pytest.raises(ValueError):
+        guard.parse_size(text)
