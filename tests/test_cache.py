@@ -128,9 +128,9 @@ def jobs(d: Path, env: dict, n: int = 4) -> dict:
     return out
 
 
-def all_verify(root: Path) -> None:
+def all_verify(root: Path, kinds: set[str]) -> None:
     entries = cache.entries(root)
-    assert {e.kind for e in entries} == {"lexicon", "bpe"}, entries
+    assert {e.kind for e in entries} == kinds, entries
     assert all(e.verified for e in entries), [e.name for e in entries if not e.verified]
 
 
@@ -142,7 +142,7 @@ def test_concurrent_runs_share_one_cold_cache(tmp_path):
     for kind, suffix in (("promote", "fst"), ("compile-bpe", "bpe")):
         outputs = {(tmp_path / f"{kind[0]}{i}.{suffix}").read_bytes() for i in range(4)}
         assert len(outputs) == 1, kind
-    all_verify(root)
+    all_verify(root, {"lexicon", "bpe"})
     assert cache.temporaries(root) == []
 
 
@@ -172,7 +172,7 @@ def test_kill_9_at_random_moments_leaves_no_bad_entry(tmp_path):
                                 {"env": make_env(tmp_path / "fresh-cache")})})
     assert later["again"].rc == 0 and later["fresh"].rc == 0, (later["again"].err, later["fresh"].err)
     assert (tmp_path / "again.fst").read_bytes() == (tmp_path / "fresh.fst").read_bytes()
-    all_verify(root)
+    all_verify(root, {"lexicon", "bpe", "model-lexicon", "pretok"})  # --canonical: T_M and P too
 
 
 def test_fst_bytes_are_sealed():

@@ -238,6 +238,31 @@ def test_index_counts_before_building(tokenizer):
     assert index["stats"]["arcs"] == arcs
 
 
+class _BFS(Exception):
+    """Raised by a stand-in for ``maxmatch.product.materialize``: the BFS was reached."""
+
+
+def test_aho_route_refuses_free_text_from_the_size_bound(tokenizer, monkeypatch):
+    """``--method aho`` on free text: the size bound (``product.exceeds``) proves the canonical
+    automaton too big, with the BFS's own error, without running the BFS up to --max-arcs (about
+    2-3 s on BERT); where the bound is inconclusive (``[0-9]+``) the BFS still decides."""
+    from tokfst_cli import pipeline
+    from tokfst_cli.maxmatch import composition, product
+
+    def bfs(*args, **kwargs):
+        raise _BFS
+
+    monkeypatch.setattr(product, "materialize", bfs)
+    monkeypatch.setattr(composition, "maxmatch_artifact", lambda model, artifact: None)  # T_Aho: not needed here
+    model = tokenizer("bert")
+    with pytest.raises(LimitError) as e:
+        pipeline.build(model, "[a-z]+( [a-z]+)*", canonical=True, method="aho")
+    assert (e.value.stage, e.value.limit, e.value.bound, e.value.remedy) == \
+        ("the canonical automaton", "max_arcs", 2_000_000, "product")
+    with pytest.raises(_BFS):
+        pipeline.build(model, "[0-9]+", canonical=True, method="aho")
+
+
 # ---- the guard ---------------------------------------------------------------------------------
 
 def test_guard_passes_the_exit_code_and_the_stage():

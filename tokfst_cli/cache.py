@@ -26,6 +26,8 @@ from .errors import TokfstError
 
 KINDS = {  # entry name prefix -> what it holds (longest prefix first when matching)
     "lexicon": "lexicon transducer T (promote)",
+    "model-lexicon": "lexicon T_M over model texts, boundary passed through (canonical BPE)",
+    "pretok": "normalizer and pre-tokenizer transducer P (canonical BPE)",
     "bpe": "implicit A_BPE (compile-bpe, canonical BPE)",
     "taho": "T_Aho (compile-maxmatch, --method aho)",
     "pretables": "normalizer and pre-tokenizer tables (WordPiece P)",

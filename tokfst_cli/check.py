@@ -134,14 +134,15 @@ def _batch(tok, texts: list[str]) -> list[list[int]]:
 
 
 class TextEncoder:
-    """--input text: the ids ``HfReference.tokenize_text`` gives each line, one batch call per chunk."""
+    """--input text: the ids ``HfReference.tokenize_text`` gives each line, one batch call per chunk
+    (pipeline level: ``encode(line, add_special_tokens=False)`` of the whole tokenizer)."""
 
-    def __init__(self, ref: HfReference) -> None:
+    def __init__(self, ref: HfReference, level: str = "pipeline") -> None:
         from tokenizers import Tokenizer
 
         self.ref = ref
         model = ref.model
-        if model.family == "wordpiece":
+        if model.family == "wordpiece" or level == "pipeline":
             self.tok, self.map = ref.hf, None
         else:  # model.tokenize of the whole model string: the bare model, nothing around it
             self.tok = Tokenizer(ref.hf.model)
@@ -266,6 +267,27 @@ class BpeVerdicts:
         return out
 
 
+def text_checker(model: TokenizerModel, imp):
+    """The pipeline-level checker: R = P's image as a table, tokens' model texts, added tokens."""
+    from .bpe.pretokenized_check import TextChecker
+    from .pretok import image
+    from .symbols import MARKER
+
+    delta, final = image.table(image.language(None, image.for_model(model)))
+    texts: list[bytes | None] = [None] * model.vocab_size
+    for i, s in model.model_items():
+        texts[i] = s
+    splits = set()
+    for a in model.added_tokens:
+        aid = a.get("id")
+        if isinstance(aid, int) and 0 <= aid < model.vocab_size:
+            texts[aid] = None
+            if any(a.get(k) for k in ("lstrip", "rstrip", "single_word")) or (a.get("normalized") and model.normalizer):
+                continue  # not modelled: a sequence holding it is refused ("token without text")
+            splits.add(aid)
+    return TextChecker(imp, delta, final, texts, splits, MARKER)
+
+
 # ---- the whole check --------------------------------------------------------------------------
 @dataclass
 class Verdict:
@@ -282,9 +304,10 @@ class Checker:
     None means raw text (HF's tokenization of each line is checked)."""
 
     def __init__(self, model: TokenizerModel, parse_line: Callable[[str, int], list[int]] | None = None,
-                 artifact: str | None = None) -> None:
+                 artifact: str | None = None, level: str = "pipeline") -> None:
         self.model, self.parse_line, self.artifact = model, parse_line, artifact
-        self.ref = HfReference(model)
+        self.level = "model" if model.family == "wordpiece" else level
+        self.ref = HfReference(model, self.level)
         self._text: TextEncoder | None = None
         self._verdicts = None
         self.names = _Names(model.tokens)
@@ -299,13 +322,14 @@ class Checker:
             else:
                 from .bpe import implicit
 
-                self._verdicts = BpeVerdicts(implicit.load_or_compile(self.model, self.artifact))
+                imp = implicit.load_or_compile(self.model, self.artifact)
+                self._verdicts = BpeVerdicts(imp) if self.level == "model" else text_checker(self.model, imp)
         return self._verdicts
 
     def parse(self, lines: list[str], first: int) -> list[list[int]]:
         if self.parse_line is None:
             if self._text is None:
-                self._text = TextEncoder(self.ref)
+                self._text = TextEncoder(self.ref, self.level)
             return self._text.encode(lines)
         return [self.parse_line(line, n) for n, line in enumerate(lines, first)]
 

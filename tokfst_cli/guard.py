@@ -5,11 +5,11 @@ forks; the child caps its address space (``RLIMIT_AS``: what it maps now plus ``
 minus what is or may become resident without a new mapping, so its resident memory stays under
 ``max_memory``), announces every stage of :mod:`tokfst_cli.progress` to the parent in shared
 memory, and runs the command. The parent waits: past the time limit it kills the child;
-SIGINT, SIGTERM and SIGHUP are forwarded (the child stops at once when it runs Python code,
-removing its temporary files; after a grace period in native code it is killed); a child killed
-by the parent, or dead of its memory limit (``std::bad_alloc`` aborts), has its temporary files
-removed by the parent. The :class:`Outcome` says which limit ended the command, in which stage,
-and the peak memory.
+SIGINT, SIGTERM and SIGHUP are forwarded, unless tokfst was started with them ignored (``nohup``;
+the child stops at once when it runs Python code, removing its temporary files; after a grace
+period in native code it is killed); a child killed by the parent, or dead of its memory limit
+(``std::bad_alloc`` aborts), has its temporary files removed by the parent. The
+:class:`Outcome` says which limit ended the command, in which stage, and the peak memory.
 """
 
 from __future__ import annotations
@@ -186,11 +186,24 @@ def last_stage() -> tuple[str | None, int | None]:
     return _BOARD.read() if _BOARD is not None else (None, None)
 
 
+def handled_signals() -> list[int]:
+    """The signals of :data:`FORWARDED` this process does not ignore: one ignored when tokfst
+    started (``nohup``, ``&`` in a script) stays ignored, in the supervisor and in its child."""
+    return [s for s in FORWARDED if signal.getsignal(s) != signal.SIG_IGN]
+
+
 # ---- the child ---------------------------------------------------------------------------------
 def _on_signal(signum: int, frame) -> None:
     for s in FORWARDED:  # the first signal wins; a forwarded copy of it must not interrupt the cleanup
         signal.signal(s, signal.SIG_IGN)
     raise Interrupted(signum)
+
+
+def raise_on_signals() -> None:
+    """Raise :class:`Interrupted` on SIGINT, SIGTERM and SIGHUP (unless ignored): the command run
+    in this process (unguarded) stops by an exception, and removes its temporary files."""
+    for s in handled_signals():
+        signal.signal(s, _on_signal)
 
 
 def _touch_thread_locals() -> None:
@@ -252,8 +265,7 @@ def _address_space_cap(max_memory: int) -> int:
 def _child(fn: Callable[[], int], board: "_Board", max_memory: int | None, parent: int) -> None:
     code = 1
     try:
-        for s in FORWARDED:
-            signal.signal(s, _on_signal)
+        raise_on_signals()  # the dispositions the parent had before the fork
         _die_with_parent(parent)
         if max_memory:
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -315,7 +327,7 @@ def run(fn: Callable[[], int], timeout: float | None = None, max_memory: int | N
         else:  # a second signal: stop now
             state["kill_at"] = time.monotonic()
 
-    saved = {s: signal.signal(s, forward) for s in FORWARDED}
+    saved = {s: signal.signal(s, forward) for s in handled_signals()}
     signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
     try:
         while True:

@@ -11,19 +11,25 @@ from __future__ import annotations
 import pynini
 
 from .artifacts import cached_fst
-from .symbols import byte_table, token_table
+from .symbols import MARKER, byte_table, text_byte_table, token_table
 from .tokenizer import TokenizerModel
 
 
-def build(model: TokenizerModel) -> pynini.Fst:
-    """T for every token that has a surface (added/special tokens are left out)."""
+def build(model: TokenizerModel, marked: bool = False) -> pynini.Fst:
+    """T for every token that has a surface (added/special tokens are left out).
+
+    ``marked``: T_M over the *model text* (``TokenizerModel.model_items``), which also passes the
+    pre-token boundary ``symbols.MARKER`` through as the label :func:`marker_label` (stage P's
+    output, seed 001 Sec. 3.1)."""
     f = pynini.Fst()
     one = pynini.Weight.one(f.weight_type())
     root = f.add_state()
     f.set_start(root)
     f.set_final(root)
     children: dict[tuple[int, int], int] = {}
-    for tid, surface in model.lexicon_items():
+    if marked:
+        f.add_arc(root, pynini.Arc(MARKER, marker_label(model), one, root))
+    for tid, surface in (model.model_items() if marked else model.lexicon_items()):
         node = root
         last = len(surface) - 1
         for k, b in enumerate(surface):
@@ -37,13 +43,19 @@ def build(model: TokenizerModel) -> pynini.Fst:
                 f.add_arc(node, pynini.Arc(b + 1, 0, one, nxt))
             node = nxt
     f.arcsort("ilabel")
-    f.set_input_symbols(byte_table())
+    f.set_input_symbols(text_byte_table() if marked else byte_table())
     f.set_output_symbols(token_table(model))
     return f
 
 
-def lexicon(model: TokenizerModel, cache: bool = True) -> pynini.Fst:
-    """T, built once per tokenizer and cached on disk by fingerprint."""
+def marker_label(model: TokenizerModel) -> int:
+    """The label of the pre-token boundary among token labels: one past the last token's."""
+    return model.vocab_size + 1
+
+
+def lexicon(model: TokenizerModel, cache: bool = True, marked: bool = False) -> pynini.Fst:
+    """T (or T_M), built once per tokenizer and cached on disk by fingerprint."""
     if not cache or not model.fingerprint:
-        return build(model)
-    return cached_fst(f"lexicon-{model.fingerprint}", lambda: build(model))
+        return build(model, marked)
+    name = "model-lexicon" if marked else "lexicon"
+    return cached_fst(f"{name}-{model.fingerprint}", lambda: build(model, marked))

@@ -11,15 +11,21 @@
                                                                                seed 000 §6, seed 001 §3.3
 
 A   :func:`accept`: the regex's minimal deterministic byte acceptor.
-P   :func:`preprocess`: what the model sees of the text. BPE: identity (the tokenizer's
-    normalizer and pre-tokenizer are not modelled yet); WordPiece, canonical: HF's
+P   :func:`preprocess`: what the model sees of the text. BPE, canonical (pipeline level):
+    Y = DET(PROJ_out(A o P)) with P the tokenizer.json's normalizer and pre-tokenizer
+    (``pretok``), pre-tokens separated by ``symbols.MARKER``; a regex that can contain an
+    added token's text is refused (``pretok.added``). WordPiece, canonical: HF's
     BertNormalizer + BertPreTokenizer, words separated by ``symbols.MARKER``, [UNK] words
-    marked (``maxmatch.wordtext``). Agnostic promotion reads surfaces, so P is the identity.
-S   :func:`promote`: the tokenization-agnostic token acceptor MIN(PROJ(A o T)).
-C   :func:`canonicalize`: only the sequences HF's tokenizer produces. BPE: the product with the
-    implicit A_BPE (``implicit``), Eq. 5 with the explicit A_BPE (``precomputed``) or Eq. 4's
-    gadget cascade (``gadgets``). WordPiece: the greedy product (``product``) or
-    MIN(PROJ(X o T_Aho)) (``aho``). Materialized while under ``max_arcs``, else factorized.
+    marked (``maxmatch.wordtext``). Agnostic promotion and the model level read surfaces,
+    so P is the identity there.
+S   :func:`promote`: the tokenization-agnostic token acceptor MIN(PROJ(A o T)); over Y,
+    S_M = MIN(PROJ(Y o T_M)) with the boundary kept as a label (``lexicon.marker_label``).
+C   :func:`canonicalize_bpe`, :func:`canonicalize_maxmatch`: only the sequences HF's tokenizer
+    produces. BPE: the product with the implicit A_BPE (``implicit``), Eq. 5 with the explicit
+    A_BPE (``precomputed``) or Eq. 4's gadget cascade (``gadgets``, model level only); at the
+    pipeline level A_BPE restarts at every boundary (``bpe.pretokenized``). WordPiece: the
+    greedy product (``product``) or MIN(PROJ(X o T_Aho)) (``aho``). Materialized while under
+    ``max_arcs``, else factorized.
 
 :func:`build` runs them all and returns a :class:`Result`; every command and the Python API
 go through it. ``Result.decoder()`` gives the per-step object of :mod:`tokfst_cli.constraint`.
@@ -41,6 +47,7 @@ from .regex import ByteAutomaton, compile_regex
 from .tokenizer import TokenizerModel
 
 METHODS = {"bpe": ("implicit", "precomputed", "gadgets"), "wordpiece": ("product", "aho")}
+LEVELS = ("pipeline", "model")  # canonical for encode (whole pipeline) or for the BPE model on one pre-token
 
 
 @dataclass(frozen=True)
@@ -62,6 +69,8 @@ class Result:
     serialize: Callable[[], bytes] | None = None
     overflow: LimitError | None = None  # why the factorized form was chosen
     seconds: float = field(default=0.0)
+    limits: Limits = field(default_factory=Limits)
+    canonical: bool = False
 
     @property
     def materialized(self) -> bool:
@@ -77,7 +86,8 @@ class Result:
         """The coalesced JSON index of the materialized acceptor (seed 003)."""
         from .index import build_index
 
-        return build_index(self.fst, self.model, self.pattern)
+        return build_index(self.fst, self.model, self.pattern, self.limits.max_states,
+                           self.limits.max_arcs if self.canonical else None)
 
     def decoder(self):
         """The per-step decoder (``initial``, ``mask``, ``advance``, ``is_final``)."""
@@ -93,24 +103,36 @@ def accept(pattern: str, limits: Limits = Limits()) -> ByteAutomaton:
 
 
 def preprocess(model: TokenizerModel, automaton: ByteAutomaton, canonical: bool = False,
-               limits: Limits = Limits()) -> pynini.Fst:
+               limits: Limits = Limits(), level: str = "pipeline", cache: bool = True) -> pynini.Fst:
     """P: the text as the model sees it (seed 001 Sec. 3.1); see the module docstring."""
     if canonical and model.family == "wordpiece":
         from .maxmatch.wordtext import text_automaton
 
         return text_automaton(model, automaton.fst, limits.max_states)
+    if canonical and level == "pipeline":
+        from .pretok import added, build, image
+
+        p = image.for_model(model, cache)
+        added.check(model, automaton.fst, build.normalizer(model.normalizer) if added.contents(model, True) else None)
+        return image.language(automaton.fst, p, limits.max_states, image.domain(model))
     return automaton.fst
 
 
 def promote(model: TokenizerModel, automaton: ByteAutomaton, limits: Limits = Limits(),
-            lexicon: pynini.Fst | None = None, cache: bool = True) -> pynini.Fst:
-    """S: MIN(PROJ(A o T)), every tokenization of the language (seed 000 Eq. 3)."""
-    lex = lexicon if lexicon is not None else lexicon_mod.lexicon(model, cache=cache)
-    return promote_agnostic(model, automaton, lex, max_states=limits.max_states).fst
+            lexicon: pynini.Fst | None = None, cache: bool = True, marked: bool = False) -> pynini.Fst:
+    """S: MIN(PROJ(A o T)), every tokenization of the language (seed 000 Eq. 3); ``marked``:
+    S_M over pre-tokenized text with T_M (boundary label kept)."""
+    lex = lexicon if lexicon is not None else lexicon_mod.lexicon(model, cache=cache, marked=marked)
+    return promote_agnostic(model, automaton, lex, max_states=limits.max_states, marked=marked).fst
 
 
-def check_method(model: TokenizerModel, canonical: bool, method: str | None) -> str | None:
+def check_method(model: TokenizerModel, canonical: bool, method: str | None, level: str = "pipeline") -> str | None:
     """The canonical method for ``model`` (its default when None); InputError for a mismatch."""
+    if level not in LEVELS:
+        raise InputError(f"level {level} is not known", f"use one of: {', '.join(LEVELS)}", hint="level", level=level)
+    if canonical and method == "gadgets" and level == "pipeline" and model.family == "bpe":
+        raise InputError("method gadgets builds the model-level automaton only",
+                         "use the model level, or another method", hint="gadgets-level")
     if method is None:
         return METHODS[model.family][0] if canonical else None
     if not canonical:
@@ -128,12 +150,12 @@ def _materialized_or_factorized(result: Result, materialize: Callable[[], pynini
                                 factorized_ok: bool, exceeds: Callable[[], LimitError | None] | None = None) -> Result:
     """The materialized automaton; past a limit the factorized form, or the LimitError.
 
-    ``exceeds`` (when the factorized form is acceptable) may prove beforehand that
+    ``exceeds`` may prove beforehand that
     ``materialize`` would pass a limit, from a lower bound on its size: then the factorized form
     is chosen without the attempt. It returns None when it cannot prove it (then build as
     always), so the choice is the same as without it."""
     try:
-        overflow = exceeds() if exceeds is not None and factorized_ok else None
+        overflow = exceeds() if exceeds is not None else None  # a proof: the same LimitError, sooner
         if overflow is not None:
             raise overflow
         result.fst = materialize()
@@ -146,8 +168,12 @@ def _materialized_or_factorized(result: Result, materialize: Callable[[], pynini
 
 
 def canonicalize_bpe(model: TokenizerModel, automaton: ByteAutomaton, agnostic: pynini.Fst, method: str,
-                     limits: Limits, artifact: str | None, factorized_ok: bool, result: Result) -> Result:
-    """C for BPE (seed 000 Sec. 6.3-6.5): gadgets (Eq. 4), precomputed (Eq. 5) or implicit."""
+                     limits: Limits, artifact: str | None, factorized_ok: bool, result: Result,
+                     level: str = "model") -> Result:
+    """C for BPE (seed 000 Sec. 6.3-6.5): gadgets (Eq. 4), precomputed (Eq. 5) or implicit.
+
+    ``level="pipeline"``: ``agnostic`` is S_M over pre-tokenized text; A_BPE restarts at every
+    boundary (``bpe.pretokenized``)."""
     from .bpe import factorized, implicit, product
 
     if method == "gadgets":
@@ -156,6 +182,8 @@ def canonicalize_bpe(model: TokenizerModel, automaton: ByteAutomaton, agnostic: 
         result.fst = promote_gadgets(automaton, model)
         return result
     imp = implicit.load_or_compile(model, artifact)
+    if level == "pipeline":
+        return _canonicalize_pretokenized(model, agnostic, imp, method, limits, factorized_ok, result)
     if method == "precomputed":
         from .bpe.explicit import explicit_automaton, intersect
 
@@ -165,6 +193,31 @@ def canonicalize_bpe(model: TokenizerModel, automaton: ByteAutomaton, agnostic: 
         result, lambda: product.materialize(agnostic, imp, max_arcs=limits.max_arcs),
         lambda: (product.factorize(agnostic, imp), lambda: factorized.to_bytes(agnostic, imp, result.pattern)),
         factorized_ok)
+
+
+def _canonicalize_pretokenized(model: TokenizerModel, marked: pynini.Fst, imp, method: str, limits: Limits,
+                               factorized_ok: bool, result: Result) -> Result:
+    from .bpe import factorized, pretokenized
+    from .lexicon import marker_label
+    from .symbols import token_table
+
+    marker = marker_label(model)
+    if method == "precomputed":
+        from .bpe.explicit import explicit_automaton, intersect_marked
+
+        if imp.derived.get("replaced"):
+            raise InputError("method precomputed cannot apply ignore_merges per pre-token",
+                             "use method implicit for this tokenizer", hint="precomputed-ignore-merges")
+        result.fst = intersect_marked(marked, explicit_automaton(imp, model, max_arcs=limits.max_arcs), marker)
+    else:
+        _materialized_or_factorized(
+            result, lambda: pretokenized.materialize(marked, imp, marker, max_arcs=limits.max_arcs),
+            lambda: (pretokenized.factorize(marked, imp), lambda: factorized.to_bytes(marked, imp, result.pattern, marked=True)),
+            factorized_ok)
+    if result.fst is not None:
+        table = token_table(model)
+        result.fst.set_input_symbols(table).set_output_symbols(table)
+    return result
 
 
 def canonicalize_maxmatch(model: TokenizerModel, automaton: ByteAutomaton, text: pynini.Fst, method: str,
@@ -177,7 +230,10 @@ def canonicalize_maxmatch(model: TokenizerModel, automaton: ByteAutomaton, text:
     if method == "aho":
         taho = composition.maxmatch_artifact(model, artifact)
         if longest_word(machine.text) is None:  # determinizing free text would exhaust memory first
-            try:
+            try:  # the size's lower bound first: it proves most refusals without the BFS (same decision)
+                overflow = product.exceeds(machine, limits.max_states, limits.max_arcs)
+                if overflow is not None:
+                    raise overflow
                 product.materialize(machine, limits.max_states, limits.max_arcs)
             except LimitError as e:
                 raise e.with_remedy("product") from None
@@ -199,31 +255,36 @@ def canonicalize_maxmatch(model: TokenizerModel, automaton: ByteAutomaton, text:
 # ---- the whole pipeline ------------------------------------------------------------------------
 def build(model: TokenizerModel, pattern: str, *, canonical: bool = False, method: str | None = None,
           limits: Limits = Limits(), artifact: str | None = None, factorized_ok: bool = True,
-          lexicon: pynini.Fst | None = None, cache: bool = True) -> Result:
+          lexicon: pynini.Fst | None = None, cache: bool = True, level: str = "pipeline") -> Result:
     """A -> P -> S -> C for ``pattern`` over ``model``'s tokens.
 
     ``canonical`` keeps only HF's tokenizations (stage C, ``method`` per family, default the
     first of :data:`METHODS`); ``artifact`` is a precompiled implicit A_BPE or T_Aho.
     ``factorized_ok=False`` turns a too-big canonical automaton into a ``LimitError``.
+    ``level`` (BPE, canonical): "pipeline" keeps what ``encode`` produces for the text
+    (normalizer, pre-tokenizer, model; stage P), "model" what the BPE model produces for the
+    text as one pre-token.
     """
-    method = check_method(model, canonical, method)
+    method = check_method(model, canonical, method, level)
     maxmatch = canonical and model.family == "wordpiece"  # needs no lexicon transducer T
-    lex = None if maxmatch else (lexicon if lexicon is not None else lexicon_mod.lexicon(model, cache=cache))
+    marked = canonical and model.family == "bpe" and level == "pipeline"
+    lex = None if maxmatch else (lexicon if lexicon is not None and not marked
+                                 else lexicon_mod.lexicon(model, cache=cache, marked=marked))
     start = time.perf_counter()
-    result = Result(model, pattern)
+    result = Result(model, pattern, limits=limits, canonical=canonical)
     with stage("A: the regex's byte automaton"):
         a = accept(pattern, limits)
     with stage("P: preprocessing"):
-        text = preprocess(model, a, canonical, limits)
+        text = preprocess(model, a, canonical, limits, level, cache)
     if maxmatch:
         with stage(f"S+C: canonical MaxMatch ({method})"):
             canonicalize_maxmatch(model, a, text, method, limits, artifact, factorized_ok, result)
     else:
         with stage("S: promotion MIN(PROJ(A o T))"):
-            agnostic = promote(model, ByteAutomaton(text, pattern), limits, lex)
+            agnostic = promote(model, ByteAutomaton(text, pattern), limits, lex, marked=marked)
         if canonical:
-            with stage(f"C: canonical BPE ({method})"):
-                canonicalize_bpe(model, a, agnostic, method, limits, artifact, factorized_ok, result)
+            with stage(f"C: canonical BPE ({method}, {level} level)"):
+                canonicalize_bpe(model, a, agnostic, method, limits, artifact, factorized_ok, result, level)
         else:
             result.fst = agnostic
     result.seconds = time.perf_counter() - start

@@ -122,10 +122,15 @@ def promote(
     lexicon: pynini.Fst,
     max_states: int = 1_000_000,
     force_minimize: bool = False,
+    marked: bool = False,
 ) -> Promoted:
-    """The minimal acceptor of token sequences whose concatenated surfaces are in L(A)."""
+    """The minimal acceptor of token sequences whose concatenated surfaces are in L(A).
+
+    ``marked``: A is pre-tokenized text (bytes and ``symbols.MARKER``) and ``lexicon`` is T_M
+    over model texts (``lexicon.build(marked=True)``); the result also carries the boundary."""
     a = automaton.fst.copy().arcsort("olabel")
-    if 257 * a.num_states() > max_states:  # else the bound below cannot pass max_states
+    force_minimize = force_minimize or marked
+    if 257 * a.num_states() > max_states and not marked:  # else the bound below cannot pass max_states
         at_least = composition_at_least(model, a)
         if at_least is not None and at_least > max_states:
             raise LimitError("A o T", "max_states", max_states, at_least, remedy="simplify", at_least=True)

@@ -13,8 +13,11 @@ from .bpe.canonical import model_text
 
 
 class HfReference:
-    def __init__(self, model: TokenizerModel):
+    """``level``: "pipeline" (``encode`` of the whole tokenizer) or "model" (BPE model alone)."""
+
+    def __init__(self, model: TokenizerModel, level: str = "model"):
         self.model = model
+        self.level = level
         self._hf: Tokenizer | None = None
 
     @property
@@ -65,6 +68,9 @@ class HfReference:
         return [t.id for t in self.hf.model.tokenize(self.model_string(text))] if text else []
 
     def canonical(self, ids: list[int]) -> list[int] | None:
+        """HF's tokenization of the sequence's text (pipeline level: ``encode(decode(ids))``)."""
+        if self.level == "pipeline" and self.model.family == "bpe":
+            return self.hf.encode(self.hf.decode(ids, skip_special_tokens=False), add_special_tokens=False).ids
         text = self.text_of(ids)
         if text is None or self.model.family == "wordpiece":
             return None if text is None else self.tokenize_text(text)

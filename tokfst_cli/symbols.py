@@ -72,6 +72,14 @@ def token_table_name(model: TokenizerModel) -> str:
 
 
 def token_table(model: TokenizerModel) -> pynini.SymbolTable:
+    """The model's token symbol table (built once per model; a copy for each caller)."""
+    table = model.__dict__.get("_token_table")
+    if table is None:
+        table = model.__dict__["_token_table"] = _token_table(model)
+    return table.copy()
+
+
+def _token_table(model: TokenizerModel) -> pynini.SymbolTable:
     table = pynini.SymbolTable(token_table_name(model))
     table.add_symbol(EPS, 0)
     for i, tok in enumerate(model.tokens):

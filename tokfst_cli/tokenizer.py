@@ -52,12 +52,14 @@ class TokenizerModel:
     surfaces: list[bytes | None]  # surface bytes by id; None = not in automata
     word_internal: list[bool]  # WordPiece "##" piece / BPE continuing_subword_prefix
     merges: list[tuple[int, int]] = field(default_factory=list)  # BPE, in rank order
+    merge_new: list[int] = field(default_factory=list)  # BPE: the token each merge makes (empty: not known)
     options: dict[str, Any] = field(default_factory=dict)
     special_ids: frozenset[int] = frozenset()
     normalizer: Any = None
     pre_tokenizer: Any = None
     fingerprint: str = ""
     source: str = ""
+    added_tokens: tuple[dict, ...] = ()  # tokenizer.json's added_tokens (content, normalized, special, ...)
 
     @property
     def vocab_size(self) -> int:
@@ -76,6 +78,22 @@ class TokenizerModel:
     def lexicon_items(self) -> list[tuple[int, bytes]]:
         """(id, surface) of every token that takes part in automata."""
         return [(i, s) for i, s in enumerate(self.surfaces) if s]
+
+    def model_items(self) -> list[tuple[int, bytes]]:
+        """(id, model text) of every such token: the bytes HF's *model* reads for it after the
+        normalizer and pre-tokenizer (stage P's output alphabet). Byte-level and plain tokenizers:
+        the surface; SentencePiece-style: "▁" stays "▁" (the decoder, not the model, makes it a
+        space); a byte-fallback token ``<0xNN>`` is byte NN."""
+        if self.style != "sentencepiece":
+            return self.lexicon_items()
+        fb = bool(self.options.get("byte_fallback"))
+        prefix = self.options.get("continuing_subword_prefix") or ""
+        suffix = self.options.get("end_of_word_suffix") or ""
+        out = []
+        for i, s in self.lexicon_items():
+            text = strip_markers(self.tokens[i], prefix, suffix)[0]
+            out.append((i, _surface(text, "plain", fb)))
+        return out
 
 
 def strip_markers(token: str, prefix: str, suffix: str) -> tuple[str, bool, bool]:
@@ -242,7 +260,8 @@ def _check_fields(data: dict, m: dict, kind: str, source: str) -> None:
     merges = m.get("merges")
     if merges is not None and not isinstance(merges, list):
         raise bad("model.merges must be a list", "write merges as a list of 'a b' or [a, b]")
-    if merges and not all(type(mg) is str and mg.count(" ") == 1 for mg in merges):
+    if merges and not all(type(mg) is str and mg.count(" ") == 1 for mg in merges) and not all(
+            type(mg) is list and len(mg) == 2 and type(mg[0]) is str and type(mg[1]) is str for mg in merges):
         for rank, mg in enumerate(merges):
             if isinstance(mg, str):
                 ok = mg.count(" ") == 1
@@ -342,6 +361,7 @@ def from_json(data: dict, source: str = "<json>") -> TokenizerModel:
     style = _style(data)
     options: dict[str, Any] = {}
     merges: list[tuple[int, int]] = []
+    merge_new: list[int] = []
     prefix = m.get("continuing_subword_prefix") or ""
     if kind == "BPE":
         dropout = m.get("dropout")
@@ -354,17 +374,7 @@ def from_json(data: dict, source: str = "<json>") -> TokenizerModel:
                     "end_of_word_suffix", "ignore_merges"):
             options[key] = m.get(key)
         ids = {t: i for i, t in enumerate(tokens) if t}
-        for rank, mg in enumerate(m.get("merges") or []):
-            pair = mg.split(" ") if isinstance(mg, str) else mg
-            if not isinstance(pair, (list, tuple)) or len(pair) != 2:
-                raise InputError(f"{source}: merge {rank} {mg!r} is not a pair", "write merges as 'a b' or [a, b]")
-            a, b = pair
-            if a not in ids or b not in ids or merge_result(a, b, prefix) not in ids:
-                raise InputError(
-                    f"{source}: merge {rank} ({a!r}, {b!r}) uses or makes a token not in the vocabulary",
-                    "give a consistent tokenizer.json",
-                )
-            merges.append((ids[a], ids[b]))
+        merges, merge_new = _merge_ids(m.get("merges") or [], ids, prefix, source)
     else:
         for key in ("unk_token", "continuing_subword_prefix", "max_input_chars_per_word"):
             options[key] = m.get(key)
@@ -388,13 +398,42 @@ def from_json(data: dict, source: str = "<json>") -> TokenizerModel:
         surfaces=surfaces,
         word_internal=internal,
         merges=merges,
+        merge_new=merge_new,
         options=options,
         special_ids=frozenset(special),
         normalizer=data.get("normalizer"),
         pre_tokenizer=data.get("pre_tokenizer"),
         fingerprint=fingerprint_of(data),
         source=source,
+        added_tokens=tuple(a for a in added if isinstance(a, dict)),
     )
+
+
+def _merge_ids(raw: list, ids: dict[str, int], prefix: str, source: str) -> tuple[list[tuple[int, int]], list[int]]:
+    """Merges as (left id, right id) in rank order, and the id each makes; an InputError names the
+    first bad merge."""
+    try:  # the common case in bulk (a 500k-merge list in a fraction of a second)
+        pairs = [mg.split(" ") if type(mg) is str else mg for mg in raw]
+        if all(type(p) in (list, tuple) and len(p) == 2 for p in pairs):
+            out = [(ids[a], ids[b]) for a, b in pairs]
+            made = [merge_result(a, b, prefix) for a, b in pairs] if prefix else [a + b for a, b in pairs]
+            return out, [ids[x] for x in made]
+    except (KeyError, TypeError):
+        pass
+    merges = []
+    for rank, mg in enumerate(raw):
+        pair = mg.split(" ") if isinstance(mg, str) else mg
+        if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+            raise InputError(f"{source}: merge {rank} {mg!r} is not a pair", "write merges as 'a b' or [a, b]")
+        a, b = pair
+        if a not in ids or b not in ids or merge_result(a, b, prefix) not in ids:
+            raise InputError(
+                f"{source}: merge {rank} ({a!r}, {b!r}) uses or makes a token not in the vocabulary",
+                "give a consistent tokenizer.json",
+            )
+        merges.append((ids[a], ids[b]))
+    return merges, [ids[merge_result(a, b, prefix)] for a, b in (
+        (mg.split(" ") if isinstance(mg, str) else mg) for mg in raw)]
 
 
 def from_vocab(pieces: list[str]) -> TokenizerModel:

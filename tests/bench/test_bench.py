@@ -420,6 +420,22 @@ def test_canonical_compile_check_and_regexes(runs):
     assert [c["name"] for c in checks] == ["canonical tiny: banned pairs = HF's model.tokenize on 100,000 pairs"]
 
 
+def test_compile_mode_times_processes_and_stages(tmp_path, tiny_tokenizer):
+    """bench compile: whole compile-bpe processes (time, peak RSS, artifact) and the stages."""
+    r = bench("compile", "--tokenizer", tiny_tokenizer, "--tokenizer", "gpt2", "--json", tmp_path / "c.json")
+    assert r.returncode == 0, r.err
+    doc = json.loads((tmp_path / "c.json").read_text())
+    check_schema(doc)
+    main, stages = doc["tables"]
+    assert [t["id"] for t in doc["tables"]] == ["compile", "compile_stages"]
+    assert [row["tokenizer"] for row in main["rows"]] == ["tiny", "gpt2"]
+    gpt2 = main["rows"][1]
+    assert gpt2["vocab"] == 50257 and gpt2["merges"] == 50000 and gpt2["out_of_order"] == 0
+    assert gpt2["rss"] > 10 << 20 and 100_000 < gpt2["bytes"] < 8 << 20 and gpt2["states"] == 14411
+    assert len(gpt2["time"]["runs_s"]) == 3 and gpt2["targets"] in ("met", "missed")
+    assert all(stages["rows"][1][k]["status"] == "ok" for k in ("load", "traces", "rows", "total"))
+
+
 def test_maxmatch_product_equals_composition(runs):
     d, _ = runs
     doc = load(d, "maxmatch")

@@ -82,3 +82,29 @@ def synthetic_tokenizer(tmp_path, ignore_merges: bool) -> str:
     path.write_text(json.dumps(d))
     Tokenizer.from_file(str(path))  # HF accepts it
     return str(path)
+
+
+def rank_table_tokenizer(tmp_path, frac: float = 0.02, shift: int = 3000, seed: int = 5) -> str:
+    """GPT-2's vocabulary as a rank table with some ranks moved earlier (as when a vocabulary is
+    extended by a second training), turned into HF merges the way tiktoken rank tables are
+    converted: every split of a token into two tokens is a merge, ranked by the token's rank.
+    Many tokens' traces then pop out of (rank, position) order."""
+    from ..conftest import TOKENIZERS
+
+    d = json.loads(TOKENIZERS["gpt2"].read_text())
+    vocab = d["model"]["vocab"]
+    rng = random.Random(seed)
+    key = {t: float(i) - (rng.randint(1, shift) if len(t) > 1 and rng.random() < frac else 0) for t, i in vocab.items()}
+    ranks = {t: r for r, t in enumerate(sorted(vocab, key=lambda t: (len(t) > 1, key[t])))}
+    merges = []
+    for tok, rank in ranks.items():
+        splits = [(tok[:k], tok[k:]) for k in range(1, len(tok)) if tok[:k] in ranks and tok[k:] in ranks]
+        merges += [(rank, ranks[a], ranks[b], a, b) for a, b in splits]
+    merges.sort()
+    d["model"]["vocab"] = ranks
+    d["model"]["merges"] = [[a, b] for *_, a, b in merges]
+    d["added_tokens"] = [dict(a, id=ranks[a["content"]]) for a in d.get("added_tokens") or []]
+    path = tmp_path / f"rank-table-{frac}-{shift}-{seed}.json"
+    path.write_text(json.dumps(d))
+    Tokenizer.from_file(str(path))  # HF accepts it
+    return str(path)

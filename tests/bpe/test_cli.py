@@ -28,7 +28,7 @@ def test_canonical_check_cli_agrees(tmp_path, tokenizer, name):
     art = tmp_path / "a.bpe"
     art.write_bytes(implicit.to_bytes(imp))
     path = tokenizer.path(name)
-    r = run("canonical-check", path, src, "--json", "--artifact", art)
+    r = run("canonical-check", path, src, "--json", "--artifact", art, "--level", "model")
     recs = [json.loads(line) for line in r.out.decode().splitlines()]
     expected = [[t.id for t in hf.model.tokenize("".join(model.tokens[t] for t in s))] == s for s in seqs]
     assert [x["canonical"] for x in recs] == expected
@@ -38,7 +38,7 @@ def test_canonical_check_cli_agrees(tmp_path, tokenizer, name):
             assert x["canonical_tokens"] == [t.id for t in hf.model.tokenize("".join(model.tokens[t] for t in s))]
     ok = [s for s, e in zip(seqs, expected) if e]
     src.write_text("\n".join(" ".join(map(str, s)) for s in ok) + "\n")
-    r = run("canonical-check", path, src, "-q", "--artifact", art)
+    r = run("canonical-check", path, src, "-q", "--artifact", art, "--level", "model")
     assert r.returncode == 0 and r.out.decode() == ""
 
 
@@ -61,11 +61,19 @@ def test_cli_methods_and_forms_agree(tmp_path):
     fsts = {}
     for method in ("implicit", "precomputed", "gadgets"):
         out = tmp_path / f"{method}.fst"
-        r = run("promote", path, "-e", "(ab|ba)+c?", "--canonical", "--method", method, out)
+        r = run("promote", path, "-e", "(ab|ba)+c?", "--canonical", "--method", method, out, "--level", "model")
         assert r.returncode == 0, r.stderr
         fsts[method] = pynini.Fst.read(str(out))
     assert pynini.equivalent(fsts["implicit"], fsts["precomputed"])
     assert pynini.equivalent(fsts["implicit"], fsts["gadgets"])
+    for method in ("implicit", "precomputed"):  # the pipeline level (the default); gadgets are model-level only
+        out = tmp_path / f"{method}-pipeline.fst"
+        r = run("promote", path, "-e", "(ab|ba)+( c)?", "--canonical", "--method", method, out)
+        assert r.returncode == 0, r.stderr
+        fsts[method] = pynini.Fst.read(str(out))
+    assert pynini.equivalent(fsts["implicit"], fsts["precomputed"])
+    r = run("promote", path, "-e", "ab", "--canonical", "--method", "gadgets", out)
+    assert r.returncode == 2 and "--level model" in r.err.decode()
     for form in ("fst", "gadgets"):
         r = run("compile-bpe", path, tmp_path / f"a-{form}.fst", "--form", form)
         assert r.returncode == 0, r.stderr

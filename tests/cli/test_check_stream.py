@@ -147,6 +147,7 @@ def small_chunks(monkeypatch):
 @pytest.mark.parametrize("name", ["gpt2", "llama2", "bert"])
 def test_same_output_as_before(name, tmp_path, small_chunks, tokenizer):
     model, imp, path = tokenizer_of(tokenizer, name)
+    level = ["--level", "model"] if imp is not None else []  # the model level: as before the pipeline level
     texts, seqs = mixed_lines(model, 500, seed=len(name))
     art = []
     if imp is not None:
@@ -161,12 +162,12 @@ def test_same_output_as_before(name, tmp_path, small_chunks, tokenizer):
             src = tmp_path / f"{kind}.txt"
             src.write_bytes(text.encode("utf-8"))
             want_out, want_rc, _ = old_check(model, imp, kind, text, json_out)
-            r = run("canonical-check", path, src, "--input", kind, *(["--json"] if json_out else []), *art)
+            r = run("canonical-check", path, src, "--input", kind, *(["--json"] if json_out else []), *art, *level)
             assert r.err == b"" and r.rc == want_rc, (kind, r.err)
             assert r.out.decode("utf-8") == want_out, kind
     assert "non-canonical" in want_out and want_rc == 1
     _, want_rc, _ = old_check(model, imp, "text", inputs["text"], False)
-    r = run("canonical-check", path, "-", "-q", "--input", "text", *art, stdin=inputs["text"])  # stdin, in blocks
+    r = run("canonical-check", path, "-", "-q", "--input", "text", *art, *level, stdin=inputs["text"])  # in blocks
     assert r.rc == want_rc and r.out == b"" and r.err == b""
 
 
@@ -182,7 +183,7 @@ def test_bad_line_in_a_later_chunk(tmp_path, small_chunks, tokenizer):
     art.write_bytes(implicit.to_bytes(imp))
     _, rc, err = old_check(model, imp, "ids", text, False)
     before, _, _ = old_check(model, imp, "ids", "\n".join(lines[:244]), False)  # chunks of 61 lines: 4 written
-    r = run("canonical-check", path, src, "--artifact", art)
+    r = run("canonical-check", path, src, "--artifact", art, "--level", "model")
     assert r.rc == rc == 2 and r.stderr.strip() == err and "line 251" in err
     assert r.out.decode() == before
 

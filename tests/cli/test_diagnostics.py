@@ -69,7 +69,7 @@ def test_cache_list_and_clear(monkeypatch, tmp_path, small):
     monkeypatch.setenv("TOKFST_CACHE", str(root))
     r = run("cache", "list")
     assert r.rc == 0 and r.stdout.splitlines() == ["name  kind  bytes  verified"]
-    assert run("promote", small, tmp_path / "x.fst", "-e", PATTERN, "--canonical").rc == 0
+    assert run("promote", small, tmp_path / "x.fst", "-e", PATTERN, "--canonical", "--level", "model").rc == 0
     (root / "notes.txt").write_text("not tokfst's")
     r = run("cache", "list")
     rows = [line.split() for line in r.stdout.splitlines()[1:]]
@@ -113,8 +113,9 @@ def test_no_progress_line_for_fast_work_or_without_a_terminal(tmp_path, small):
 
 
 def test_progress_line_after_a_second(tmp_path):
-    """compile-bpe on GPT-2 with a cold cache runs ~2 s: the line appears, and is erased at the end."""
-    env = make_env(tmp_path / "cache", TERM="xterm-256color")
+    """compile-bpe on GPT-2 with a cold cache runs ~1 s: past the delay (0.3 s here) the line appears,
+    and is erased at the end."""
+    env = make_env(tmp_path / "cache", TERM="xterm-256color", TOKFST_PROGRESS_DELAY="0.3")
     r = tokfst_on_a_tty("compile-bpe", "gpt2", tmp_path / "g.bpe", env=env)
     assert r.rc == 0
     assert b"compiling A_BPE" in r.err and b"tokfst: wrote" in r.err

@@ -7,6 +7,7 @@ asserted with margins; speed itself is measured in benchmarks, not here.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -97,6 +98,25 @@ def test_time_limit_names_the_stage_and_leaves_nothing(env, tmp_path):
     assert list(tmp_path.iterdir()) == []  # no output, no temporary file
 
 
+@pytest.mark.parametrize("method", [None, "aho"])
+def test_wordpiece_fst_of_free_text_is_refused_from_the_size_bound(tokenizer, tmp_path, monkeypatch, method):
+    """``promote BERT --canonical`` as an .fst (both methods): a free-text regex is refused with exit 3
+    and the BFS's message, decided by the size bound, never by a BFS up to --max-arcs."""
+    from tokfst_cli.maxmatch import composition, product
+
+    def bfs(*args, **kwargs):
+        raise AssertionError("the BFS up to --max-arcs ran")
+
+    monkeypatch.setattr(product, "materialize", bfs)
+    monkeypatch.setattr(composition, "maxmatch_artifact", lambda model, artifact: None)
+    out = tmp_path / "x.fst"
+    r = run("promote", tokenizer.arg("bert"), "-e", "[a-z]+( [a-z]+)*", "--canonical",
+            *(["--method", method] if method else []), out)
+    one_limit_line(r, "the canonical automaton needs more than --max-arcs 2000000 arcs",
+                   "--method product with --format index" if method else "--format index")
+    assert list(tmp_path.iterdir()) == []
+
+
 PEAK = """
 import resource, subprocess, sys
 p = subprocess.run(sys.argv[1:], capture_output=True)
@@ -168,6 +188,121 @@ def test_signals_at_random_moments_leave_nothing_partial(env, reference, tmp_pat
         assert names in ([], ["out.fst"]), names  # nothing partial: no temporary file
         if names:
             assert (d / "out.fst").read_bytes() == full
+
+
+HEAVY = ("numpy", "_pynini", "libfst", "tokenizers")  # shared objects the command line's imports map
+
+
+def _importing(pid: int, deadline: float) -> bool:
+    """Has the process begun loading the heavy imports (one of HEAVY mapped)? Python's own start-up
+    (site, .pth files) is over then, and tokfst's entry point has run its first lines."""
+    while time.monotonic() < deadline:
+        try:
+            maps = Path(f"/proc/{pid}/maps").read_text()
+        except OSError:
+            return False
+        if any(h in maps for h in HEAVY):
+            return True
+        time.sleep(0.002)
+    return False
+
+
+QUICK = ["promote", "gpt2", "-e", "[0-9]{4}-[0-9]{2}-[0-9]{2}"]  # well under a second with a warm cache
+
+
+@pytest.mark.parametrize("signum,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_signals_during_start_up_exit_quietly(env, tmp_path, signum, code):
+    """A signal while the heavy imports load, or at a random moment of the first half second (before
+    the supervisor has forked its worker, or after): exit 128 + signum with one line or nothing,
+    never a traceback, nothing left behind; or, if the work was done first, exit 0 and the file."""
+    rng = random.Random(1000 + signum)
+    cache = Path(env["TOKFST_CACHE"])
+    delays = [0.0, 0.0, 0.01, 0.03] + [rng.uniform(0, 0.5) for _ in range(3 if signum == signal.SIGINT else 2)]
+    outcomes = []
+    for trial, delay in enumerate(delays):
+        d = tmp_path / str(trial)
+        d.mkdir()
+        p = subprocess.Popen([str(TOKFST), *QUICK, "out.fst"], cwd=d, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        assert _importing(p.pid, time.monotonic() + 30) or p.poll() is not None
+        time.sleep(delay)
+        p.send_signal(signum)
+        out, err = p.communicate(timeout=60)
+        text = err.decode("utf-8", "replace")
+        assert "Traceback" not in text and "Error" not in text, (delay, text)
+        names = sorted(x.name for x in d.iterdir())
+        assert not [x for x in cache.iterdir() if x.name.endswith(".tmp")]
+        outcomes.append(p.returncode)
+        if p.returncode == 0:  # the signal came after the work was done
+            assert names == ["out.fst"], (delay, names)
+            continue
+        assert p.returncode == code, (delay, p.returncode, text)
+        assert text.splitlines() in ([], ["tokfst: interrupted" if signum == signal.SIGINT else "tokfst: terminated"])
+        assert names == [], (delay, names)  # no output, no temporary file
+    assert outcomes[:2] == [code, code], outcomes  # the signals sent while the imports load stopped it
+
+
+def test_the_entry_point_handles_signals_before_the_heavy_imports():
+    """The console script's module imports nothing heavy, so its handlers are set within Python's own
+    start-up; pyproject.toml names it, and the installed script uses it."""
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert re.search(r'^tokfst = "tokfst_cli\.__main__:main"', pyproject, re.M)
+    assert "from tokfst_cli.__main__ import main" in TOKFST.read_text()
+    probe = ("import signal, sys; import tokfst_cli.__main__ as m; m.stop_on_signals(); "
+             "print(sorted(x for x in sys.modules if x.split('.')[0] in "
+             "('numpy', 'pynini', '_pynini', 'tokenizers', 'typer', 'rich') or x.startswith('tokfst_cli.cli'))); "
+             "print(signal.getsignal(signal.SIGINT) is m._stop, signal.getsignal(signal.SIGTERM) is m._stop)")
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[:2] == ["[]", "True True"], r.stdout
+
+
+def _children(pid: int) -> list[str] | None:
+    try:
+        return Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return None
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_after_the_work_is_done_changes_nothing(env, tmp_path, signum):
+    """Once the worker has exited, the supervisor's exit code stands: signals sent to it from then
+    on (while it words the outcome and while Python finalizes, when the default actions are back)
+    neither turn exit 0 into 130/143 nor kill it without a word."""
+    p = subprocess.Popen([str(TOKFST), *QUICK, "out.fst"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    assert _worker_started(p.pid, time.monotonic() + 30)
+    deadline = time.monotonic() + 60
+    quiet = 0  # /proc's children list can miss a live child for a moment: two empty reads, 20 ms apart
+    while quiet < 2 and time.monotonic() < deadline:
+        quiet = quiet + 1 if not _children(p.pid) and (tmp_path / "out.fst").exists() else 0
+        time.sleep(0.02 if quiet else 0.0005)
+    sent = 0
+    while p.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            p.send_signal(signum)
+            sent += 1
+        time.sleep(0.0005)
+    out, err = p.communicate(timeout=60)
+    assert (p.returncode, err) == (0, b""), (sent, p.returncode, err)
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["out.fst"]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGINT])
+def test_a_signal_ignored_at_start_stays_ignored(env, tmp_path, signum):
+    """``nohup tokfst ...`` (SIGHUP ignored) and ``tokfst ... &`` in a script (SIGINT ignored): the
+    supervisor neither forwards nor acts on the signal, and the command completes."""
+    p = subprocess.Popen([str(TOKFST), *LONG, "out.fst"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, preexec_fn=lambda: signal.signal(signum, signal.SIG_IGN))
+    assert _worker_started(p.pid, time.monotonic() + 30)
+    time.sleep(0.2)
+    p.send_signal(signum)
+    for child in Path(f"/proc/{p.pid}/task/{p.pid}/children").read_text().split():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(child), signum)  # a terminal's hang-up reaches the whole process group
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["out.fst"]
 
 
 def test_guard_keeps_pipes_and_exit_codes(env, tmp_path):

@@ -14,6 +14,10 @@ Per tokenizer and regex, with the artifact loaded once (its class masks cached):
                   writes as an .fst), else "over"
     factorized    ``bpe.product.factorize`` (the --format index form)
     mask          ``Factorized.mask`` of a state reached by a 3-token random walk (fixed seed)
+    model/pipeline  the whole ``pipeline.build(canonical=True, factorized_ok=True)`` at the model
+                  level and at the pipeline level (A o P, S_M, the product restarted per
+                  pre-token; P cached), and their ratio (issue #11's target: <= 1.5)
+Per tokenizer also P's build time from tokenizer.json (``pretok.image.for_model``, uncached).
 """
 
 from __future__ import annotations
@@ -42,6 +46,9 @@ def tokenizer_row(name: str, path: str, repeat: int, res: Results):
     imp._rows(), imp.classes(), imp._lpos()  # the lazily derived tables, as a first use builds them
     row = {"tokenizer": name, "vocab": model.vocab_size, "compile": compile_cell, "artifact_bytes": len(data),
            "load": load_cell, "states": imp.info()["states"]}
+    from ..pretok import image
+
+    row["p_build"], _ = common.measure(repeat, lambda: image.for_model(model, cache=False))
     hf = Tokenizer.from_file(path)
     rng = np.random.default_rng(1)
     toks = np.flatnonzero(imp.allowed & (imp.fb_byte < 0))
@@ -88,6 +95,13 @@ def regex_row(name: str, rname: str, pattern: str, model, lex, imp, repeat: int,
         state = fz.advance(state, int(rng.choice(allowed)))
     cell, _ = common.measure(repeat, lambda: [fz.mask(state) for _ in range(MASK_LOOKUPS)], warmup=True)
     row["mask"] = common.per_unit(cell, MASK_LOOKUPS)
+    from ..pipeline import build
+
+    for level in ("model", "pipeline"):
+        row[level], got = common.measure(repeat, lambda: build(model, pattern, canonical=True, level=level),
+                                         warmup=True)
+        row[f"{level}_form"] = "materialized" if got.materialized else "factorized"
+    row["level_ratio"] = common.ratio(row["pipeline"], row["model"])
     return row
 
 
@@ -103,14 +117,16 @@ def canonical_table(tokenizers: list[tuple[str, str, bool]], regexes: dict[str, 
         [("tokenizer", "tokenizer", "text"), ("vocab", "vocab", "int"), ("compile", "compile-bpe", "time"),
          ("artifact_bytes", "artifact", "bytes"), ("load", "artifact load", "time"), ("states", "A_BPE states", "int"),
          ("check", "check per pair", "time"), ("hf_check", "HF per pair", "time"),
-         ("check_speedup", "HF/check", "ratio")],
+         ("check_speedup", "HF/check", "ratio"), ("p_build", "P build", "time")],
         inputs={"pairs": PAIRS})
     regs = Table(
         "canonical", "canonical BPE: canonical promotion per regex", repeat,
         [("tokenizer", "tokenizer", "text"), ("regex", "regex", "text"), ("agnostic", "agnostic", "time"),
          ("materialized", "materialized", "time"), ("form", "canonical form", "text"), ("states", "states", "int"),
          ("arcs", "arcs", "int"),
-         ("factorized", "factorized", "time"), ("mask", "mask lookup", "time")],
+         ("factorized", "factorized", "time"), ("mask", "mask lookup", "time"),
+         ("model", "model level", "time"), ("model_form", "form", "text"), ("pipeline", "pipeline level", "time"),
+         ("pipeline_form", "form", "text"), ("level_ratio", "pipeline/model", "ratio")],
         inputs={"regexes": regexes, "max_arcs": MAX_ARCS, "mask_lookups": MASK_LOOKUPS})
     for name, path, _ in tokenizers:
         progress(f"canonical: {name}: compiling the implicit A_BPE")
@@ -135,6 +151,10 @@ def canonical_table(tokenizers: list[tuple[str, str, bool]], regexes: dict[str, 
         f"of tokfst promote --canonical), up to {MAX_ARCS:,} arcs, else the row's form is factorized. "
         f"factorized: bpe.product.factorize. mask lookup: Factorized.mask of a state after a 3-token random walk, "
         f"{MASK_LOOKUPS} per run. The artifact is loaded once per tokenizer; medians of {repeat} runs.",
+        "model level / pipeline level: the whole pipeline.build(canonical=True) (A, P, S, C; the artifact read "
+        "from the cache each time, P cached) at each level, after a warm-up run; pipeline/model: their ratio.",
     ]
+    toks.notes += ["P build: pretok.image.for_model(model, cache=False): the normalizer and pre-tokenizer "
+                   "blocks as one transducer."]
     res.tables += [toks, regs]
     return res

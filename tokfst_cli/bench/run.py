@@ -21,11 +21,11 @@ from ..errors import InputError, TokfstError
 from . import common
 
 PAPER = ("table1", "table2", "paragraph", "peers", "masks")  # what "all" runs: the issue #5 report
-MODES = PAPER + ("promote", "canonical", "maxmatch", "check")
+MODES = PAPER + ("promote", "canonical", "maxmatch", "check", "compile")
 CORPUS_MODES = {"table1", "table2", "paragraph", "masks"}  # train BPE tokenizers on the corpus
 PLOTTED = {"table1", "table2", "paragraph", "masks"}  # modes with a scaling table
 FAMILY = {"table2": "bpe", "paragraph": "bpe", "peers": "bpe", "masks": "bpe", "canonical": "bpe",
-          "maxmatch": "wordpiece", "promote": None, "check": None}  # of the --tokenizer tokenizers; table1 uses none
+          "maxmatch": "wordpiece", "promote": None, "check": None, "compile": "bpe"}  # of the --tokenizer tokenizers; table1 uses none
 
 
 @dataclass
@@ -269,6 +269,10 @@ def run_mode(mode: str, p: Plan, corp, text: str | None, trained: list, progress
         from .check import check_table
 
         return check_table(extra, regex_set(mode, p.regexes), r.lines, rss_sizes(r.rss_mb), r.repeat, progress)
+    if mode == "compile":
+        from .compile import compile_table
+
+        return compile_table(extra, r.repeat, progress)
     raise ValueError(f"unknown bench mode {mode}")
 
 

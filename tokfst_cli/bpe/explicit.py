@@ -109,3 +109,19 @@ def intersect(agnostic: pynini.Fst, abpe: pynini.Fst) -> pynini.Fst:
     if abpe.properties(pynini.I_LABEL_SORTED, True) != pynini.I_LABEL_SORTED:  # sorting costs O(arcs) each time
         abpe.arcsort("ilabel")
     return pynini.intersect(agnostic.copy().arcsort("olabel"), abpe).connect().minimize()
+
+
+def intersect_marked(marked: pynini.Fst, abpe: pynini.Fst, marker: int) -> pynini.Fst:
+    """Eq. 5 per pre-token: S_M intersected with A_BPE (boundary A_BPE)*, the boundary erased, then
+    determinized and minimized (seed 001 Sec. 3.3). ignore_merges' whole-word rule is a
+    correction on one word, so such tokenizers go through the implicit product instead."""
+    per_word = abpe.copy()
+    one = pynini.Weight.one(per_word.weight_type())
+    zero = pynini.Weight.zero(per_word.weight_type())
+    for s in list(per_word.states()):
+        if per_word.final(s) != zero:
+            per_word.add_arc(s, pynini.Arc(marker, marker, one, per_word.start()))
+    per_word.arcsort("ilabel")
+    out = pynini.intersect(marked.copy().arcsort("olabel"), per_word).connect()
+    out.relabel_pairs(ipairs=[(marker, 0)], opairs=[(marker, 0)]).rmepsilon()
+    return pynini.determinize(out).minimize()

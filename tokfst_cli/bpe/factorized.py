@@ -1,14 +1,17 @@
 """Stage C for BPE, factorized output: the agnostic automaton + implicit A_BPE in one file (seed 000 Sec. 6.5).
 
-Format ``tokfst-factorized`` version 1, integers little-endian:
+Format ``tokfst-factorized`` version 2, integers little-endian:
     magic    b"TOKFSTFAC\\0"
     u32      header length H, then H bytes of JSON: format, version, fingerprint, regex,
-             start, states, arcs, sha256 (of the rest of the file), implicit_bytes
+             start, states, arcs, sha256 (of the rest of the file), implicit_bytes, and
+             ``marked`` (true: the automaton is S_M over pre-tokenized text, whose pre-token
+             boundary is the label one past the last token id; ``bpe.pretokenized``)
     payload  zlib-compressed: offsets int64[states + 1], labels int32[arcs] (token ids,
              sorted per state), nexts int32[arcs], finals uint8[states]
     then     the implicit A_BPE artifact (``implicit.to_bytes``), implicit_bytes long
 
-Python API: ``load(path, model=None)`` returns a ``product.Factorized`` with ``initial()``,
+Python API: ``load(path, model=None)`` returns a ``product.Factorized`` (or, marked, a
+``pretokenized.MarkedFactorized``) with ``initial()``,
 ``mask(state)`` (bool over token ids), ``advance(state, token)`` and ``is_final(state)``.
 """
 
@@ -27,10 +30,10 @@ from .product import Factorized, sorted_arcs
 
 MAGIC = b"TOKFSTFAC\0"
 FORMAT = "tokfst-factorized"
-VERSION = 1
+VERSION = 2
 
 
-def to_bytes(agnostic: pynini.Fst, imp: implicit.ImplicitBpe, pattern: str) -> bytes:
+def to_bytes(agnostic: pynini.Fst, imp: implicit.ImplicitBpe, pattern: str, marked: bool = False) -> bytes:
     zero = pynini.Weight.zero(agnostic.weight_type())
     n = agnostic.num_states()
     labels, nexts, offsets = [], [], [0]
@@ -45,7 +48,7 @@ def to_bytes(agnostic: pynini.Fst, imp: implicit.ImplicitBpe, pattern: str) -> b
                                       np.concatenate(nexts or [np.zeros(0)]).astype("<i4").tobytes(),
                                       finals.tobytes()]), 6)
     imp_bytes = implicit.to_bytes(imp)
-    header = {"format": FORMAT, "version": VERSION, "fingerprint": imp.fingerprint, "regex": pattern,
+    header = {"format": FORMAT, "version": VERSION, "marked": marked, "fingerprint": imp.fingerprint, "regex": pattern,
               "start": agnostic.start(), "states": n, "arcs": offsets[-1], "payload_bytes": len(payload),
               "implicit_bytes": len(imp_bytes)}
     return pack(MAGIC, header, payload + imp_bytes)
@@ -56,7 +59,7 @@ def load(path: str, model: TokenizerModel | None = None) -> Factorized:
     return from_bytes(read_artifact(path, hint="rebuild-factorized"), model, path)
 
 
-def from_bytes(data: bytes, model: TokenizerModel | None = None, source: str = "artifact") -> Factorized:
+def from_bytes(data: bytes, model: TokenizerModel | None = None, source: str = "artifact"):
     """The decoder of a factorized artifact's bytes (``model`` checks the fingerprint)."""
     path = source
     header, body = unpack(data, MAGIC, FORMAT, VERSION, path, "rebuild it", hint="rebuild-factorized")
@@ -85,10 +88,15 @@ def from_bytes(data: bytes, model: TokenizerModel | None = None, source: str = "
     if (m and (labels.min() < 0 or nexts.min() < 0 or nexts.max() >= n)) or (finals > 1).any():
         raise damaged("arcs")
     imp = implicit.from_bytes(body[size:], header["fingerprint"], path)
-    if m and labels.max() >= imp.vocab_size:
+    marked = header.get("marked", False)
+    if type(marked) is not bool or (m and labels.max() >= imp.vocab_size + marked):
         raise damaged("arcs")
     if model is not None:
         imp.attach(model)
     finals = finals.astype(bool)
-    return Factorized(lambda s: (labels[offsets[s]:offsets[s + 1]], nexts[offsets[s]:offsets[s + 1]]),
-                      finals, start, imp)
+    arcs = lambda s: (labels[offsets[s]:offsets[s + 1]], nexts[offsets[s]:offsets[s + 1]])  # noqa: E731
+    if marked:
+        from .pretokenized import MarkedFactorized
+
+        return MarkedFactorized(arcs, finals, start, imp)
+    return Factorized(arcs, finals, start, imp)

@@ -43,9 +43,16 @@ class HfBpe:
         prefix = model.options.get("continuing_subword_prefix") or ""
         self.prefix = prefix
         self.suffix = model.options.get("end_of_word_suffix") or ""
-        self.merges: dict[tuple[int, int], tuple[int, int]] = {}
-        for rank, (a, b) in enumerate(model.merges):
-            self.merges[(a, b)] = (rank, self.ids[merge_result(model.tokens[a], model.tokens[b], prefix)])  # a repeated pair keeps its last rank
+        toks, ids = model.tokens, self.ids
+        if len(model.merge_new) == len(model.merges):
+            self.new_ids = model.merge_new
+        elif prefix:
+            self.new_ids = [ids[merge_result(toks[a], toks[b], prefix)] for a, b in model.merges]
+        else:
+            self.new_ids = [ids[toks[a] + toks[b]] for a, b in model.merges]
+        # a repeated pair keeps its last rank
+        self.merges: dict[tuple[int, int], tuple[int, int]] = dict(
+            zip(map(tuple, model.merges), zip(range(len(self.new_ids)), self.new_ids)))
         unk = model.options.get("unk_token")
         self.unk_id = self.ids.get(unk) if unk else None
         self.byte_fallback = bool(model.options.get("byte_fallback"))

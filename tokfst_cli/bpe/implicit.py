@@ -1,10 +1,12 @@
 """Stage C for BPE: the implicit canonical BPE automaton and its artifact (seed 000 Sec. 6.5).
 
 State after a token u is its class: tokens with the same BANNED row share a class, which is
-the state q_u of A_BPE. BANNED is stored as the merge rectangles of ``canonical`` (about one
-per merge) plus exact pairs for the few tokens outside the rectangle argument; rows are
-expanded at load time into sorted disjoint intervals of the left-spine order (CSR), so a pair
-test is a binary search and a mask is a handful of slices.
+the state q_u of A_BPE. BANNED is stored as rectangles of spine positions: the merge rectangles
+of ``canonical`` (about one per merge) among monotone tokens, plus one-row and one-column
+rectangles for the tokens whose traces pop out of order (``exposure``; they sit after the
+monotone tokens in both spine orders). Rows are expanded at load time into sorted disjoint
+intervals of the left-spine order (``rows``), so a pair test is a binary search and a mask is
+a handful of slices.
 
 Rules that are not pair properties are small automata next to the bigram part:
 - byte fallback: a run of ``<0xNN>`` tokens must spell complete UTF-8 characters that are
@@ -23,6 +25,7 @@ Artifact (``compile-bpe --form implicit``), all integers little-endian:
 
 from __future__ import annotations
 
+import time
 import zlib
 from dataclasses import dataclass, field
 
@@ -31,17 +34,19 @@ import pynini
 
 from .. import utf8
 from ..artifacts import pack, unpack
-from ..errors import InputError, LimitError
+from ..errors import InputError
 from ..regex import ranges_acceptor
 from ..tokenizer import TokenizerModel
-from .canonical import derive, model_text, rectangles
+from . import exposure, rows as rowmod
+from .canonical import rectangles, spine_order
 from .hf import HfBpe
+from .trace import MergeTable, derive, model_text
 
 FORMAT = "tokfst-implicit-bpe"
-VERSION = 1
+VERSION = 2  # 2: no exact-pair array; non-monotone tokens have spine positions and rectangles of their own
 MAGIC = b"TOKFSTBPE\0"
 ARRAYS = ("allowed", "alone", "fb_byte", "may_start", "may_end", "may_continue", "may_follow",
-          "rpos", "lorder", "boxes", "extra", "fb_delta", "fb_final", "token_class")
+          "monotone", "rpos", "lorder", "boxes", "fb_delta", "fb_final")
 
 
 @dataclass
@@ -57,48 +62,21 @@ class ImplicitBpe:
     may_end: np.ndarray  # bool: may end a word (end-of-word suffix when the model has one)
     may_continue: np.ndarray  # bool: may be followed inside a word (no end-of-word suffix)
     may_follow: np.ndarray  # bool: may follow inside a word (prefixed when the model has a prefix)
-    rpos: np.ndarray  # int32: right-spine position, -1 if outside the rectangles
+    monotone: np.ndarray  # bool: allowed, and HF pops its merge trace in (rank, position) order
+    rpos: np.ndarray  # int32: right-spine position, -1 if not allowed
     lorder: np.ndarray  # int32: left-spine position -> token
     boxes: np.ndarray  # int32 (k, 4): u_lo, u_hi, v_lo, v_hi
-    extra: np.ndarray  # int32 (p, 2): banned pairs decided exactly
     fb_delta: np.ndarray  # int32 (s, 256): fallback-run DFA, -1 = no move
     fb_final: np.ndarray  # bool (s,)
-    token_class: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))  # int32: class (state) per token
     derived: dict = field(default_factory=dict, repr=False)
 
     # ---- derived structure -------------------------------------------------------------
-    def _rows(self):
+    def _rows(self) -> rowmod.Rows:
         """CSR over right positions of merged banned intervals (left positions)."""
         if "rows" not in self.derived:
-            b = self.boxes.astype(np.int64)
             nright = int(self.rpos.max()) + 1 if len(self.rpos) else 0
-            lens = b[:, 1] - b[:, 0] + 1
-            box = np.repeat(np.arange(len(b)), lens)
-            upos = b[box, 0] + (np.arange(lens.sum()) - np.repeat(np.cumsum(lens) - lens, lens))
-            lo, hi = b[box, 2], b[box, 3]
-            order = np.lexsort((lo, upos))
-            upos, lo, hi = upos[order], lo[order], hi[order]
-            if len(upos):
-                new_row = np.r_[True, upos[1:] != upos[:-1]]
-                group = np.cumsum(new_row)
-                span = int(hi.max()) + 2
-                running = np.maximum.accumulate(hi + group * span) - group * span
-                start = new_row.copy()
-                start[1:] |= lo[1:] > running[:-1] + 1
-                first = np.flatnonzero(start)
-                lo, hi, upos = lo[first], np.maximum.reduceat(hi, first), upos[first]
-            ptr = np.zeros(nright + 1, np.int64)
-            np.add.at(ptr, upos + 1, 1)
-            ptr = np.cumsum(ptr)
-            width = len(self.lorder) + 1
-            self.derived["rows"] = (ptr, lo, hi, upos * width + lo, width)
+            self.derived["rows"] = rowmod.build(self.boxes, nright, len(self.lorder))
         return self.derived["rows"]
-
-    def _extra_keys(self) -> np.ndarray:
-        if "extra" not in self.derived:
-            e = self.extra.astype(np.int64)
-            self.derived["extra"] = np.sort(e[:, 0] * self.vocab_size + e[:, 1])
-        return self.derived["extra"]
 
     def _lpos(self) -> np.ndarray:
         if "lpos" not in self.derived:
@@ -113,41 +91,23 @@ class ImplicitBpe:
         u = np.asarray(u, np.int64)
         v = np.asarray(v, np.int64)
         out = ~self.allowed[u] | ~self.allowed[v] | ~self.may_continue[u] | ~self.may_follow[v]
-        ptr, lo, hi, keys, width = self._rows()
         ru, lv = self.rpos[u].astype(np.int64), self._lpos()[v]
-        ok = (ru >= 0) & (lv >= 0)
-        if ok.any() and len(keys):
-            q = ru[ok] * width + lv[ok]
-            order = np.argsort(q)  # sorted queries search the sorted keys far faster
-            idx = np.empty(len(q), np.int64)
-            idx[order] = np.searchsorted(keys, q[order], side="right") - 1
-            inrow = (idx >= ptr[ru[ok]]) & (idx >= 0)
-            hit = np.zeros(len(q), bool)
-            hit[inrow] = hi[idx[inrow]] >= lv[ok][inrow]
-            out[np.flatnonzero(ok)] |= hit
-        if len(self.extra):
-            ek = self._extra_keys()
-            q = u * self.vocab_size + v
-            i = np.clip(np.searchsorted(ek, q), 0, len(ek) - 1)
-            out |= ek[i] == q
+        ok = np.flatnonzero((ru >= 0) & (lv >= 0))
+        if len(ok):
+            out[ok] |= rowmod.lookup(self._rows(), ru[ok], lv[ok])
         return out
 
     def banned_row(self, u: int) -> np.ndarray:
         """BANNED(u) as a bool mask over token ids (cached per token)."""
         cache = self.derived.setdefault("row_cache", {})
         if u not in cache:
-            mask = ~self.allowed | ~self.may_follow
             if not self.may_continue[u] or not self.allowed[u]:
                 mask = np.ones(self.vocab_size, bool)
             else:
-                mask = mask.copy()
+                mask = ~self.allowed | ~self.may_follow
                 ru = int(self.rpos[u])
                 if ru >= 0:
-                    ptr, lo, hi, _, _ = self._rows()
-                    for a, b in zip(lo[ptr[ru]:ptr[ru + 1]], hi[ptr[ru]:ptr[ru + 1]]):
-                        mask[self.lorder[a:b + 1]] = True
-                if len(self.extra):
-                    mask[self.extra[self.extra[:, 0] == u, 1]] = True
+                    mask[self.lorder[rowmod.row_positions(self._rows(), ru)]] = True
             cache[u] = mask
         return cache[u]
 
@@ -235,58 +195,40 @@ class ImplicitBpe:
     # ---- classes (states of A_BPE) -------------------------------------------------------
     def classes(self) -> np.ndarray:
         """Class (state) id per token: tokens with identical BANNED rows share one; -1 if never allowed."""
-        if "classes" not in self.derived and len(self.token_class) == self.vocab_size:
-            self.derived["classes"] = self.token_class.astype(np.int64)
         if "classes" not in self.derived:
-            ptr, lo, hi, _, _ = self._rows()
-            extra_rows: dict[int, bytes] = {}
-            for u in np.unique(self.extra[:, 0]) if len(self.extra) else ():
-                extra_rows[int(u)] = np.sort(self.extra[self.extra[:, 0] == u, 1]).tobytes()
-            sig: dict[tuple, int] = {}
-            cls = np.full(self.vocab_size, -1, np.int64)
-            for t in np.flatnonzero(self.allowed):
-                ru = int(self.rpos[t])
-                key = (bool(self.may_continue[t]), int(self.fb_byte[t]) >= 0,
-                       lo[ptr[ru]:ptr[ru + 1]].tobytes() if ru >= 0 else b"",
-                       hi[ptr[ru]:ptr[ru + 1]].tobytes() if ru >= 0 else b"",
-                       extra_rows.get(int(t), b""))
-                cls[t] = sig.setdefault(key, len(sig))
-            self.derived["classes"] = cls
+            flags = self.may_continue.astype(np.int64) + 2 * (self.fb_byte >= 0)
+            self.derived["classes"] = rowmod.classes(self._rows(), self.rpos.astype(np.int64), self.allowed, flags)
         return self.derived["classes"]
 
-    def info(self) -> dict:
-        ptr, lo, _, _, _ = self._rows()
-        cls = self.classes()
+    def counts(self) -> dict:
+        """The counts read off the arrays (the artifact header's)."""
         return {
-            "format": FORMAT, "version": VERSION, "fingerprint": self.fingerprint,
             "vocab_size": self.vocab_size,
             "allowed_tokens": int(self.allowed.sum()),
             "unreachable_tokens": int(self.vocab_size - self.allowed.sum()),
             "byte_fallback_tokens": int((self.fb_byte >= 0).sum()),
-            "states": int(cls.max()) + 2 if (cls >= 0).any() else 1,  # classes + the start state
             "rectangles": len(self.boxes),
-            "banned_intervals": len(lo),
-            "exact_pairs": len(self.extra),
-            "banned_pairs": self.count_banned(),
+            "non_monotone_tokens": int((self.allowed & ~self.monotone).sum()),
         }
+
+    def info(self) -> dict:
+        """The counts, and those that need the rows: states, banned intervals and pairs."""
+        rows = self._rows()
+        cls = self.classes()
+        return {"format": FORMAT, "version": VERSION, "fingerprint": self.fingerprint, **self.counts(),
+                "states": int(cls.max()) + 2 if (cls >= 0).any() else 1,  # classes + the start state
+                "banned_intervals": len(rows.lo), "banned_pairs": self.count_banned()}
 
     def count_banned(self) -> int:
         """|{(u, v) banned}| among allowed tokens, from the interval rows (no |V|^2 walk)."""
-        ptr, lo, hi, _, _ = self._rows()
         allowed_follow = self.allowed & self.may_follow
-        pref = np.r_[0, np.cumsum(allowed_follow[self.lorder])]
-        per_row = np.zeros(len(ptr) - 1, np.int64)
-        if len(lo):
-            seg = pref[hi + 1] - pref[lo]
-            per_row = np.add.reduceat(np.r_[seg, 0], ptr[:-1])[: len(ptr) - 1] * (np.diff(ptr) > 0)
-        total = 0
-        n_follow = int(allowed_follow.sum())
-        for t in np.flatnonzero(self.allowed):
-            if not self.may_continue[t]:
-                total += n_follow
-            elif self.rpos[t] >= 0:
-                total += int(per_row[self.rpos[t]])
-        return total + len(self.extra)
+        per_row = rowmod.count(self._rows(), allowed_follow[self.lorder])
+        toks = np.flatnonzero(self.allowed)
+        cont = self.may_continue[toks]
+        r = self.rpos[toks]
+        total = int((~cont).sum()) * int(allowed_follow.sum())
+        sel = cont & (r >= 0)
+        return total + int(per_row[r[sel]].sum())
 
 
 # ---- compilation ----------------------------------------------------------------------------
@@ -310,17 +252,27 @@ def _fallback_dfa(model: TokenizerModel) -> tuple[np.ndarray, np.ndarray]:
     return delta, final
 
 
-def compile_implicit(model: TokenizerModel, max_exact: int = 2_000_000) -> ImplicitBpe:
-    """Derive traces, rectangles, exact pairs and the side automata for a BPE tokenizer."""
+def compile_implicit(model: TokenizerModel, stages: dict | None = None) -> ImplicitBpe:
+    """Derive traces, rectangles and the side automata for a BPE tokenizer (exact for every merge order).
+
+    ``stages``, if given, receives the seconds spent in each stage (merges, traces, rectangles,
+    out_of_order)."""
+    clock = _Clock(stages)
     hf = HfBpe(model)
-    der = derive(model, hf)
-    rect = rectangles(model, der, hf)
+    table = MergeTable(hf, model.vocab_size)
+    clock("merges")
+    der = derive(model, hf, table)
+    clock("traces")
+    rect = rectangles(der, table)
     n = model.vocab_size
     prefix = model.options.get("continuing_subword_prefix") or ""
     suffix = model.options.get("end_of_word_suffix") or ""
-    flags = [model_text(model, t)[1:] for t in range(n)]
-    has_prefix = np.array([p for p, _ in flags], bool)
-    has_suffix = np.array([s for _, s in flags], bool)
+    has_prefix = np.zeros(n, bool)
+    has_suffix = np.zeros(n, bool)
+    if prefix or suffix:
+        flags = [model_text(model, t)[1:] for t in range(n)]
+        has_prefix[:] = [p for p, _ in flags]
+        has_suffix[:] = [s for _, s in flags]
     allowed = der.reachable | der.fallback
     alone = np.zeros(n, bool)
     if model.options.get("ignore_merges"):  # merges never make these, but a word spelled as one is one
@@ -329,26 +281,32 @@ def compile_implicit(model: TokenizerModel, max_exact: int = 2_000_000) -> Impli
     fb_byte = np.full(n, -1, np.int16)
     for t in np.flatnonzero(der.fallback):
         fb_byte[t] = int(model.tokens[t][3:5], 16)
-    rpos = np.full(n, -1, np.int32)
-    rpos[rect.right.order] = np.arange(len(rect.right.order))
-    # tokens outside the rectangle argument: decide their pairs exactly
-    outside = np.flatnonzero(allowed & (rect.left.pos < 0))
-    extra: list[tuple[int, int]] = []
-    if len(outside):
-        cands = np.flatnonzero(allowed)
-        if 2 * len(outside) * len(cands) > max_exact:
-            raise LimitError(f"checking {len(outside)} tokens outside the rectangles against {len(cands)} tokens",
-                             "max_exact", max_exact, 2 * len(outside) * len(cands), remedy="rectangles",
-                             unit="pair checks")
-        symbols = {int(t): _symbols(hf, model, int(t)) for t in cands}
-        for e in outside:
-            for t in cands:
-                for u, v in ((int(e), int(t)), (int(t), int(e))):
-                    if hf.merge_all(symbols[u] + symbols[v]) != [u, v]:
-                        extra.append((u, v))
-        lorder = np.r_[rect.left.order, outside].astype(np.int32)
-    else:
-        lorder = rect.left.order.astype(np.int32)
+    mono = allowed & der.monotone
+    clock("rectangles")
+    boxes = rect.boxes
+    rpos = rect.right.pos.copy()
+    lorder = rect.left.order
+    odd = np.flatnonzero(allowed & ~mono)  # traces out of (rank, position) order: after the monotone ones,
+    if len(odd):  # in the post-order of the whole forests, so that their own rows and columns stay few intervals
+        full_r = spine_order(der.right, der.rc, allowed).pos[odd]
+        full_l = spine_order(der.left, der.rc, allowed).pos[odd]
+        rpos[odd[np.argsort(full_r)]] = len(rect.right.order) + np.arange(len(odd))
+        lpos = rect.left.pos.copy()
+        by_left = odd[np.argsort(full_l)]
+        lpos[by_left] = len(lorder) + np.arange(len(odd))
+        lorder = np.r_[lorder, by_left]
+        rx, lx = exposure.moments(model, hf, odd)
+        row = exposure.rows(rx, table, der, rect.left, mono)
+        col = exposure.columns(lx, table, der, rect.right, mono)
+        both = exposure.pairs(rx, lx, table)
+        parts = [boxes]
+        for key, lo, hi, is_row in ((rpos[row[:, 0]], row[:, 1], row[:, 2], True),
+                                    (lpos[col[:, 0]], col[:, 1], col[:, 2], False),
+                                    (rpos[both[:, 0]], lpos[both[:, 1]], lpos[both[:, 1]], True)):
+            key, lo, hi = _merge_intervals(key, lo, hi)
+            parts.append(np.stack([key, key, lo, hi] if is_row else [lo, hi, key, key], axis=1).reshape(-1, 4))
+        boxes = np.concatenate(parts)
+    clock("out_of_order")
     fb_delta, fb_final = _fallback_dfa(model)
     return ImplicitBpe(
         fingerprint=model.fingerprint, vocab_size=n, allowed=allowed, alone=alone, fb_byte=fb_byte,
@@ -356,9 +314,38 @@ def compile_implicit(model: TokenizerModel, max_exact: int = 2_000_000) -> Impli
         may_end=has_suffix if suffix else np.ones(n, bool),
         may_continue=~has_suffix if suffix else np.ones(n, bool),
         may_follow=has_prefix if prefix else np.ones(n, bool),
-        rpos=rpos, lorder=lorder, boxes=rect.boxes.astype(np.int32),
-        extra=np.array(sorted(set(extra)), np.int32).reshape(-1, 2), fb_delta=fb_delta, fb_final=fb_final,
+        monotone=mono, rpos=rpos.astype(np.int32), lorder=lorder.astype(np.int32), boxes=boxes.astype(np.int32),
+        fb_delta=fb_delta, fb_final=fb_final,
     )
+
+
+class _Clock:
+    """Adds the time since the previous call to ``stages[name]``."""
+
+    def __init__(self, stages: dict | None):
+        self.stages, self.t = stages, time.perf_counter()
+
+    def __call__(self, name: str) -> None:
+        now = time.perf_counter()
+        if self.stages is not None:
+            self.stages[name] = self.stages.get(name, 0.0) + now - self.t
+        self.t = now
+
+
+def _merge_intervals(key: np.ndarray, lo: np.ndarray, hi: np.ndarray):
+    """Per key, the union of the intervals [lo, hi] as disjoint, non-adjacent intervals."""
+    if not len(key):
+        return key, lo, hi
+    order = np.lexsort((lo, key))
+    key, lo, hi = key[order], lo[order], hi[order]
+    new = np.r_[True, key[1:] != key[:-1]]
+    group = np.cumsum(new)
+    span = int(hi.max()) + 2
+    running = np.maximum.accumulate(hi + group * span) - group * span
+    start = new.copy()
+    start[1:] |= lo[1:] > running[:-1] + 1
+    first = np.flatnonzero(start)
+    return key[first], lo[first], np.maximum.reduceat(hi, first)
 
 
 def _symbols(hf: HfBpe, model: TokenizerModel, t: int) -> list[int]:
@@ -398,21 +385,25 @@ FIX = "rebuild the implicit A_BPE artifact"
 
 
 def to_bytes(imp: ImplicitBpe) -> bytes:
-    imp.token_class = imp.classes().astype(np.int32)
+    """The artifact (kept with the automaton: writing it again costs nothing)."""
+    if "bytes" in imp.derived:
+        return imp.derived["bytes"]
+    # neither rows nor classes are stored: a reader builds the rows for its first pair test anyway,
+    # and the classes from them in a fraction of that time
     arrays = [np.ascontiguousarray(getattr(imp, name)) for name in ARRAYS]
-    payload = zlib.compress(b"".join(a.tobytes() for a in arrays), 9)
-    info = imp.info()
+    payload = zlib.compress(b"".join(a.tobytes() for a in arrays), 3)
     header = {
         "format": FORMAT, "version": VERSION, "fingerprint": imp.fingerprint, "vocab_size": imp.vocab_size,
-        "counts": {k: v for k, v in info.items() if k not in ("format", "version", "fingerprint")},
+        "counts": imp.counts(),
         "arrays": [{"name": n, "dtype": a.dtype.str, "shape": list(a.shape)} for n, a in zip(ARRAYS, arrays)],
     }
-    return pack(MAGIC, header, payload)
+    imp.derived["bytes"] = data = pack(MAGIC, header, payload)
+    return data
 
 
 DTYPES = {"allowed": "|b1", "alone": "|b1", "fb_byte": "<i2", "may_start": "|b1", "may_end": "|b1",
-          "may_continue": "|b1", "may_follow": "|b1", "rpos": "<i4", "lorder": "<i4", "boxes": "<i4",
-          "extra": "<i4", "fb_delta": "<i4", "fb_final": "|b1", "token_class": "<i4"}
+          "may_continue": "|b1", "may_follow": "|b1", "monotone": "|b1", "rpos": "<i4", "lorder": "<i4",
+          "boxes": "<i4", "fb_delta": "<i4", "fb_final": "|b1"}
 
 
 def from_bytes(data: bytes, fingerprint: str | None = None, source: str = "artifact") -> ImplicitBpe:
@@ -439,7 +430,7 @@ def from_bytes(data: bytes, fingerprint: str | None = None, source: str = "artif
         except (TypeError, KeyError, ValueError):
             raise damaged("array table") from None
         if DTYPES.get(name) != dtype or name in fields or any(x < 0 for x in shape) or \
-                len(shape) != (2 if name in ("boxes", "extra", "fb_delta") else 1):
+                len(shape) != (2 if name in ("boxes", "fb_delta") else 1):
             raise damaged(f"array {str(name)[:20]}")
         dt = np.dtype(dtype)
         count = int(np.prod(shape)) if shape else 1
@@ -452,7 +443,9 @@ def from_bytes(data: bytes, fingerprint: str | None = None, source: str = "artif
         raise InputError(f"{source} does not hold the arrays of {FORMAT} v{VERSION} ({', '.join(missing) or 'size'})",
                          "rebuild it with this tokfst")
     _check_arrays(fields, n, damaged)
-    return ImplicitBpe(fingerprint=fp, vocab_size=n, **{x: fields[x] for x in ARRAYS})
+    imp = ImplicitBpe(fingerprint=fp, vocab_size=n, **{x: fields[x] for x in ARRAYS})
+    imp.derived["bytes"] = bytes(data)
+    return imp
 
 
 def _check_arrays(a: dict, n: int, damaged) -> None:
@@ -460,21 +453,20 @@ def _check_arrays(a: dict, n: int, damaged) -> None:
     def within(x: np.ndarray, lo: int, hi: int) -> bool:
         return x.size == 0 or (int(x.min()) >= lo and int(x.max()) < hi)
 
-    per_token = ("allowed", "alone", "fb_byte", "may_start", "may_end", "may_continue", "may_follow", "rpos")
+    per_token = ("allowed", "alone", "fb_byte", "may_start", "may_end", "may_continue", "may_follow", "monotone",
+                 "rpos")
     bad = [x for x in per_token if a[x].shape != (n,)]
     bad += [x for x, v in a.items() if v.dtype == bool and v.size and int(v.view(np.uint8).max()) > 1]
     nright = int(a["rpos"].max()) + 1 if n else 0
     k, states = len(a["lorder"]), len(a["fb_final"])
-    boxes, extra, delta = a["boxes"], a["extra"], a["fb_delta"]
+    boxes, delta = a["boxes"], a["fb_delta"]
     checks = {
         "lorder": a["lorder"].ndim == 1 and within(a["lorder"], 0, n),
         "rpos": within(a["rpos"], -1, n),
         "fb_byte": within(a["fb_byte"], -1, 256),
         "boxes": boxes.ndim == 2 and boxes.shape[1:] == (4,) and within(boxes[:, :2], 0, nright)
         and within(boxes[:, 2:], 0, k) and bool((boxes[:, 0] <= boxes[:, 1]).all() and (boxes[:, 2] <= boxes[:, 3]).all()),
-        "extra": extra.ndim == 2 and extra.shape[1:] == (2,) and within(extra, 0, n),
         "fb_delta": delta.shape == (states, 256) and states > 0 and within(delta, -1, states),
-        "token_class": a["token_class"].shape in ((n,), (0,)) and within(a["token_class"], -1, n + 1),
     }
     bad += [x for x, ok in checks.items() if not ok]
     if bad:

@@ -60,6 +60,15 @@ def stepper(imp: ImplicitBpe) -> Stepper:
     return imp.derived["stepper"]
 
 
+def labels_mask(cache: dict, p: int, labels, size: int) -> np.ndarray:
+    """Bool mask of the token ids ``labels()`` of state p, cached in ``cache``."""
+    a = cache.get(p)
+    if a is None:
+        a = cache[p] = np.zeros(size, bool)
+        a[labels()] = True
+    return a
+
+
 def sorted_arcs(fst: pynini.Fst, p: int) -> tuple[np.ndarray, np.ndarray]:
     """Token ids (sorted) and next states of state p of a token acceptor."""
     arr = np.array([(a.ilabel - 1, a.nextstate) for a in fst.arcs(p)], np.int64).reshape(-1, 2)
@@ -171,11 +180,7 @@ class Factorized:
         return [self.arcs(p)[1] for p in range(len(self.finals))]
 
     def _allowed_p(self, p: int) -> np.ndarray:
-        a = self._allowed.get(p)
-        if a is None:
-            a = self._allowed[p] = np.zeros(self.imp.vocab_size, bool)
-            a[self.arcs(p)[0]] = True
-        return a
+        return labels_mask(self._allowed, p, lambda: self.arcs(p)[0], self.imp.vocab_size)
 
     def initial(self) -> State:
         return (self.start, START, 0, 0)

@@ -96,14 +96,23 @@ def main(supervise: bool | None = None) -> None:
     runs in a child process under ``--timeout`` and ``--max-memory`` (:mod:`tokfst_cli.guard`);
     called from Python (the tests' in-process runner) it runs here, unguarded, unless
     ``supervise`` says otherwise. TOKFST_NO_GUARD=1 runs in process when no limit is given.
+    The program's entry point (``tokfst_cli/__main__.py``) has handled signals since before
+    this module was imported; here the guard, or in process :func:`guard.raise_on_signals`,
+    takes over.
     """
     argv = sys.argv[1:]
-    limits = _guard_limits(argv) if (_is_program() if supervise is None else supervise) else None
+    program = _is_program()
+    limits = _guard_limits(argv) if (program if supervise is None else supervise) else None
     if limits is None:
-        sys.exit(_run())
+        if program:  # in process: signals stop the command by an exception, which cleans up
+            guard.raise_on_signals()
+        code = _run()
+        _over(program)
+        sys.exit(code)
     timeout, max_memory = limits
     STATE["max_memory"] = max_memory
     outcome = guard.run(_run, timeout, max_memory, temp_dirs=_temp_dirs(argv))
+    _over(program)
     stage = outcome.stage or f"tokfst {_command(argv)}"
     size = f" at size {outcome.size}" if outcome.size is not None else ""
     if outcome.reason == "time":
@@ -118,6 +127,15 @@ def main(supervise: bool | None = None) -> None:
         OUT.say(f"tokfst: internal error: the process died of {signal.Signals(outcome.signum).name} in {stage} "
                 "(rerun with --debug)")
     sys.exit(outcome.code)
+
+
+def _over(program: bool) -> None:
+    """The command is over and its exit code known: the program ignores signals from here on
+    (else a late one would stop it with 130 after the work was done, or, once Python's
+    finalization has restored the default actions, kill it without a word)."""
+    if program:
+        for s in guard.FORWARDED:
+            signal.signal(s, signal.SIG_IGN)
 
 
 def _is_program() -> bool:

@@ -20,11 +20,13 @@ class Mode(str, Enum):
     canonical = "canonical"
     maxmatch = "maxmatch"
     check = "check"
+    compile = "compile"
     all = "all"
 
 
 MODE = typer.Argument(..., metavar="MODE",
-                      help="table1, table2, paragraph, peers, masks, promote, canonical, maxmatch, check, or all.")
+                      help="table1, table2, paragraph, peers, masks, promote, canonical, maxmatch, check, compile, "
+                           "or all.")
 CORPUS = typer.Option(None, "--corpus", metavar="PATH",
                       help="Training text: a file, or a directory of *.txt files "
                            "[default: /usr/share/doc/python3.11/html/_sources].")
@@ -41,9 +43,9 @@ TIMEOUT = typer.Option(600.0, "--timeout", min=0.001, metavar="SECONDS",
                        help="table1: limit per cell for its timed runs (and again for its precomputation); a cell over "
                             "it reports >T.")
 TOKENIZER = typer.Option(None, "--tokenizer", metavar="TOKENIZER",
-                         help="A tokenizer.json or bundled name, repeatable: the tokenizer of peers, promote and "
-                              "canonical (maxmatch: a WordPiece one), and an extra row in table2, paragraph and "
-                              "masks [default: gpt2].")
+                         help="A tokenizer.json or bundled name, repeatable: the tokenizer of peers, promote, "
+                              "canonical and compile (maxmatch: a WordPiece one), and an extra row in table2, "
+                              "paragraph and masks [default: gpt2].")
 REGEX = typer.Option(None, "-e", "--regex", metavar="REGEX",
                      help="peers, masks, promote, canonical, maxmatch: a regex, repeatable (replaces the default set).")
 REGEX_FILE = typer.Option(None, "-f", "--regex-file", metavar="FILE",

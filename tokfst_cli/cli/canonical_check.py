@@ -17,7 +17,7 @@ from .. import check
 from .. import tokenizer as tokmod
 from ..errors import InputError
 from ..symbols import unescape
-from .common import Tokenizer
+from .common import Level, LevelOpt, Tokenizer
 from .output import OUT
 
 _INT = re.compile(r"-?[0-9]+")  # str.isdigit() also accepts "²", which int() refuses
@@ -38,13 +38,14 @@ def canonical_check_cmd(
                                            help="An implicit A_BPE from 'tokfst compile-bpe' (default: cached)."),
     json_out: bool = typer.Option(False, "--json", help="One JSON object per input line."),
     quiet: bool = typer.Option(False, "-q", "--quiet", help="No output; the exit status says it all."),
+    level: Level = LevelOpt,
 ) -> None:
     """Check token sequences for canonicity (BPE: seed 000 Sec. 6.5; WordPiece: Sec. 6.2)."""
     model = tokmod.load(tokenizer)
     if model.family == "wordpiece" and artifact is not None:
         raise InputError("--artifact is for BPE tokenizers", "drop --artifact for a WordPiece tokenizer")
     parse = None if kind is InputKind.text else lambda line, n: _parse(model, kind, line, n)
-    checker = check.Checker(model, parse, artifact)
+    checker = check.Checker(model, parse, artifact, level.value)
     found, first = False, 1
     for lines in check.read_chunks(src):
         with OUT.progress("checking"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from enum import Enum
 from pathlib import Path
 
 import typer
@@ -15,6 +16,17 @@ MAX_STATES_HELP = "Stop with an error instead of building an automaton with more
 MaxStates = typer.Option(1_000_000, "--max-states", min=1, metavar="N", help=MAX_STATES_HELP)
 Tokenizer = typer.Argument(..., metavar="TOKENIZER", help="tokenizer.json path, or a bundled name (gpt2).")
 Out = typer.Argument(None, metavar="OUT", help="Output file; absent or '-' = stdout.")
+
+
+class Level(str, Enum):
+    pipeline = "pipeline"
+    model = "model"
+
+
+LEVEL_HELP = ("BPE, canonical: pipeline (default): what encode(text, add_special_tokens=False) produces "
+              "(normalizer, pre-tokenizer, BPE per pre-token); model: what the BPE model alone produces for the "
+              "text as one pre-token (no normalizer or pre-tokenizer).")
+LevelOpt = typer.Option(Level.pipeline, "--level", help=LEVEL_HELP)
 
 
 def read_pattern(regex: str | None, regex_file: str | None) -> str:

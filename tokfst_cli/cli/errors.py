@@ -50,7 +50,6 @@ REMEDIES = {
     "product": "use --method product with --format index (the factorized form), or raise {flag}",
     "implicit": "use --form implicit or raise {flag}",
     "vocabulary": "raise {flag} or use a smaller vocabulary",
-    "rectangles": "this vocabulary's merge order defeats the rectangle construction",
     None: "raise {flag}",
 }
 
@@ -58,6 +57,8 @@ REMEDIES = {
 MESSAGES = {
     "method-needs-canonical": "--method needs --canonical",
     "method-family": "--method {method} is not for {family} tokenizers",
+    "gadgets-level": "--method gadgets builds the model-level automaton only",
+    "precomputed-ignore-merges": "--method precomputed cannot apply ignore_merges per pre-token",
 }
 
 HINTS = {
@@ -66,6 +67,11 @@ HINTS = {
     "rebuild-index": "rebuild it with tokfst promote --format index",
     "method-needs-canonical": "add --canonical, or drop --method",
     "method-family": "use one of: {allowed}",
+    "gadgets-level": "add --level model, or use --method implicit",
+    "precomputed-ignore-merges": "use --method implicit, or --level model",
+    "added-token": "exclude that text from the regex, or use --level model",
+    "normalizer-domain": "restrict the regex to {normalizer}-normalized text, or use --level model",
+    "level": "use --level pipeline or --level model",
     "vocab": "e.g. --vocab a,b,ab",
     "draw-format": "use --format dot to inspect the source",
     "graphviz": "install Debian's graphviz package (apt-get install graphviz) or use --format dot",

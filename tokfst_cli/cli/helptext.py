@@ -26,7 +26,12 @@ character with str.lower/str.upper. Anchors, backreferences and lookaround are r
 A regex file holds one pattern; one trailing newline is dropped.
 
 --canonical keeps only what Hugging Face's tokenizer produces (without special tokens).
-BPE: the product with the canonical BPE automaton (see compile-bpe). WordPiece: the
+BPE (--level pipeline, the default): what encode(text, add_special_tokens=False) gives:
+the regex's text goes through the tokenizer's normalizer and pre-tokenizer (stage P,
+built from tokenizer.json; unmodelled components are refused by name), then the product
+with the canonical BPE automaton (see compile-bpe) restarted at every pre-token boundary;
+a regex that can contain an added token's text is refused. --level model: the BPE model
+alone on the text as one pre-token (the paper's setting). WordPiece: the
 regex's text first goes through the tokenizer's normalizer and pre-tokenizer, as in HF
 (BertNormalizer, Lowercase, BertPreTokenizer, WhitespaceSplit; other configurations are
 refused): a regex over text the normalizer changes, e.g. upper case or accents for an
@@ -94,9 +99,13 @@ Examples:
 CANONICAL_CHECK = """\
 Check token sequences for canonicity (BPE: seed 000 Sec. 6.5; WordPiece: Sec. 6.2).
 
-BPE: a sequence is canonical when Hugging Face's BPE model produces exactly it for its own
-text (one pre-token, no normalizer): every token reachable, no banned adjacent pair, byte-
-fallback runs spelling whole characters absent from the vocabulary.
+BPE (--level pipeline, the default): a sequence is canonical when encode(text,
+add_special_tokens=False) gives exactly it for some text: it splits into pre-tokens that
+the normalizer and pre-tokenizer can produce, each one the BPE model's tokenization of
+its text; an added token is a text segment of its own. --level model: when HF's BPE model
+produces exactly it for its own text as one pre-token (no normalizer): every token
+reachable, no banned adjacent pair, byte-fallback runs spelling whole characters absent
+from the vocabulary.
 
 WordPiece: canonical when HF's tokenizer (normalizer, pre-tokenizer, WordPiece, without
 special tokens) produces it for some text: every piece the longest match of its kind,
@@ -107,7 +116,7 @@ max_input_chars_per_word characters per word, [UNK] alone as a word.
 Each input line is one
 sequence: space-separated token ids (--input ids), token names with the escapes of
 fstprint/symbol files (--input tokens), or raw text (--input text: reports its canonical
-tokenization). Input is read and checked in chunks of 4,096 lines (memory stays flat); a
+tokenization, HF's encode, and checks it). Input is read and checked in chunks of 4,096 lines (memory stays flat); a
 bad line stops the run with exit 2 before any line of its chunk is written.
 
 Output, one line per input line: "canonical" and the tokens, or "non-canonical", the
@@ -133,9 +142,10 @@ last rank, unreachable tokens never, byte-fallback runs only as the UTF-8 of cha
 absent from the vocabulary, continuing-subword prefixes and end-of-word suffixes in place.
 
 --form implicit (default) writes a versioned, zlib-compressed artifact: per merge one
-rectangle of banned pairs over the two spine orders, exact pairs for tokens outside that
-construction, and the side automata; it carries the tokenizer fingerprint, counts and a
-sha256 checksum (format in tokfst_cli/bpe/implicit.py). Llama-2: about 0.4 MB.
+rectangle of banned pairs over the two spine orders, one-row and one-column rectangles for
+tokens whose merge traces pop out of rank order (merge lists converted from rank tables),
+and the side automata; it carries the tokenizer fingerprint, counts and a sha256 checksum
+(format in tokfst_cli/bpe/implicit.py). Llama-2: about 0.5 MB; 262k tokens: about 4 MB.
 
 --form fst writes A_BPE explicitly (one state per class of tokens with the same banned
 set, plus the start) for vocabularies where it fits under --max-arcs. --form gadgets
@@ -213,6 +223,9 @@ check      per --tokenizer (any family): canonical-check --input text on --lines
            (default: [a-z]+( [a-z]+){0,3} and [a-z]+ [a-z]+) the materialized/factorized
            switch of promote --canonical --format index, cold and in-process, vs the BFS
            up to the limit that decided it before.
+compile    per BPE --tokenizer: compile-bpe as a whole process with an empty cache
+           (--repeat runs): time, peak RSS and artifact bytes against the targets 10 s,
+           1 GB, 8 MB; merges, traces out of rank order, and the time by stage.
 
 BPE tokenizers (byte-level, GPT-2-like) are trained on the corpus with HF's BpeTrainer and
 cached under $XDG_CACHE_HOME/tokfst/bench (or $TOKFST_CACHE/bench). Regexes: -e, -f, or
@@ -231,6 +244,7 @@ Examples:
   tokfst bench canonical --tokenizer gpt2 --named date,email
   tokfst bench maxmatch --tokenizer bert-base-uncased.json --json mm.json
   tokfst bench check --tokenizer gpt2 --tokenizer bert-base-uncased.json --rss-mb 10,100
+  tokfst bench compile --tokenizer gpt2 --tokenizer gemma3.json --repeat 3
 """
 
 DOCTOR = """\

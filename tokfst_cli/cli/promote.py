@@ -10,7 +10,7 @@ import typer
 from .. import pipeline
 from .. import tokenizer as tokmod
 from ..promote import count_arcs
-from .common import MaxStates, Out, Tokenizer, read_pattern
+from .common import Level, LevelOpt, MaxStates, Out, Tokenizer, read_pattern
 from .errors import flag
 from .output import OUT
 
@@ -53,6 +53,7 @@ def promote_cmd(
     max_arcs: int = typer.Option(2_000_000, "--max-arcs", min=1, metavar="N",
                                  help="--canonical: refuse a materialized automaton with more arcs "
                                       "(then use --format index)."),
+    level: Level = LevelOpt,
 ) -> None:
     """Promote a regex to the automaton of all token sequences that spell it (seed 000 Eq. 3)."""
     pattern = read_pattern(regex, regex_file)
@@ -60,11 +61,11 @@ def promote_cmd(
         OUT.refuse_binary_tty(out)
     with OUT.progress("loading tokenizer"):
         model = tokmod.load(tokenizer)
-        pipeline.check_method(model, canonical, method.value if method else None)
+        pipeline.check_method(model, canonical, method.value if method else None, level.value)
     with OUT.progress("promoting"):
         result = pipeline.build(model, pattern, canonical=canonical, method=method.value if method else None,
                                 limits=pipeline.Limits(max_states, max_arcs), artifact=artifact,
-                                factorized_ok=fmt is Format.index, cache=not no_cache)
+                                factorized_ok=fmt is Format.index, cache=not no_cache, level=level.value)
     if not result.materialized:
         OUT.say(f"tokfst: the canonical automaton exceeds {flag('max_arcs')} {max_arcs}; writing the factorized form")
         OUT.refuse_binary_tty(out)

@@ -6,7 +6,9 @@ left to the token surfaces), cut into pre-tokens with ``symbols.MARKER`` between
 normalizer acts on the whole text, then each pre-tokenizer of a Sequence acts on every piece
 alone (``P_k (MARKER P_k)*``), as in HF. Every component is built from its JSON block:
 
-    normalizers     Prepend, Replace (String or Regex), Lowercase, Strip, Sequence
+    normalizers     NFC, NFD, NFKC, NFKD (the identity on the texts they leave unchanged, see
+                    :mod:`.unicode_norm`; P's domain is then restricted, :func:`domain`),
+                    Prepend, Replace (String or Regex), Lowercase, Strip, Sequence
     pre-tokenizers  ByteLevel (add_prefix_space, use_regex), Split (Regex/String, every behaviour,
                     invert), Metaspace (replacement, prepend_scheme, split), Digits, Punctuation,
                     Whitespace, WhitespaceSplit, Sequence
@@ -26,7 +28,7 @@ import pynini
 from ..errors import InputError
 from ..fsts import linear
 from ..symbols import MARKER
-from . import charclass, split
+from . import charclass, split, unicode_norm
 
 GPT2_PATTERN = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
 BEHAVIOR = {"Isolated": "isolated", "Removed": "removed", "MergedWithPrevious": "merged_with_previous",
@@ -91,15 +93,18 @@ def _probed(component: str) -> tuple[tuple[int, int], ...]:
     from tokenizers import pre_tokenizers as pt
 
     text = charclass._all_scalars()
-    if component == "WhitespaceSplit":  # the characters it removes
+    if component in ("WhitespaceSplit", "Punctuation"):  # the characters they remove
+        tok = pt.WhitespaceSplit() if component == "WhitespaceSplit" else pt.Punctuation(behavior="removed")
         kept = np.zeros(len(text), bool)
-        for _, (lo, hi) in pt.WhitespaceSplit().pre_tokenize_str(text):
+        for _, lo, hi in charclass.pieces(tok, text):
             kept[lo:hi] = True
         return tuple(charclass.ranges_of(charclass._code_point(np.flatnonzero(~kept))))
-    tok = {"Digits": pt.Digits(individual_digits=True), "Punctuation": pt.Punctuation()}[component]
-    probe = "a" + "".join(c + "a" for c in text)  # a special character stands alone between two a's
-    special = {ord(piece) for piece, _ in tok.pre_tokenize_str(probe) if len(piece) == 1 and piece != "a"}
-    return tuple(charclass.ranges_of(np.array(sorted(special), np.int64)))
+    # Digits: the runs it cuts all of Unicode into are all digits or none; one probe per run
+    single = pt.Digits(individual_digits=True)
+    digit = np.zeros(len(text), bool)
+    for piece, lo, hi in charclass.pieces(pt.Digits(individual_digits=False), text):
+        digit[lo:hi] = len(single.pre_tokenize_str("a" + piece[0] + "a")) == 3
+    return tuple(charclass.ranges_of(charclass._code_point(np.flatnonzero(digit))))
 
 
 def pre_tokenizer(spec: dict | None, first_of_text: bool = True) -> pynini.Fst:
@@ -115,7 +120,9 @@ def pre_tokenizer(spec: dict | None, first_of_text: bool = True) -> pynini.Fst:
             if removed and item.get("type") == "Metaspace" and item.get("prepend_scheme") == "first":
                 raise UnsupportedComponent("pre-tokenizer", "Metaspace", " (prepend_scheme first after a pre-tokenizer "
                                            "that removes text)")
-            out = pynini.compose(out, _per_piece(pre_tokenizer(item, False), pre_tokenizer(item, True))).optimize()
+            rest = pre_tokenizer(item, False)
+            first = pre_tokenizer(item, True) if "Metaspace" in repr(item) else rest  # only Metaspace differs
+            out = pynini.compose(out, _per_piece(rest, first)).optimize()
             removed = removed or item.get("type") in REMOVES or (
                 item.get("type") == "Split" and item.get("behavior") == "Removed")
         return out
@@ -170,10 +177,11 @@ def normalizer(spec: dict | None) -> pynini.Fst:
         return _star()
     kind = spec.get("type")
     if kind == "Sequence":
-        out = _star()
+        optimize = not _restricting(spec)
+        out = _star() if optimize else None
         for item in spec.get("normalizers") or []:
-            out = pynini.compose(out, normalizer(item)).optimize()
-        return out
+            out = normalizer(item) if out is None else _then(out, normalizer(item), optimize)
+        return _star() if out is None else out
     if kind == "Prepend":
         return pynini.union(pynini.concat(_insert(spec.get("prepend", "")), pynini.closure(_bytes(), 1)),
                             pynini.accep("")).optimize()
@@ -184,7 +192,66 @@ def normalizer(spec: dict | None) -> pynini.Fst:
         return _lowercase()
     if kind == "Strip":
         return _strip(bool(spec.get("strip_left", True)), bool(spec.get("strip_right", True)))
+    if kind in unicode_norm.FORMS:
+        return unicode_norm.normal_form(kind).copy()
     raise UnsupportedComponent("normalizer", str(kind))
+
+
+def _restricting(spec: dict | None) -> bool:
+    """Does the normalizer block hold a component modelled only on part of the texts (NFC...)?"""
+    if not spec:
+        return False
+    if spec.get("type") == "Sequence":
+        return any(_restricting(item) for item in spec.get("normalizers") or [])
+    return spec.get("type") in unicode_norm.FORMS
+
+
+def domain(spec: dict | None) -> tuple[pynini.Fst, ...] | None:
+    """DFAs whose intersection is the set of texts the normalizer is modelled on (P's domain, the
+    pre-tokenizers being total), cheapest first; None when that is every text."""
+    import json
+
+    return _domain(json.dumps(spec, sort_keys=True)) if _restricting(spec) else None
+
+
+@lru_cache(maxsize=None)
+def _domain(key: str) -> tuple[pynini.Fst, ...]:
+    import json
+
+    spec = json.loads(key)
+    items = (spec.get("normalizers") or []) if spec.get("type") == "Sequence" else [spec]
+    items = items[: max(i for i, item in enumerate(items) if _restricting(item)) + 1]  # the rest is total
+    first = (items[0] or {}).get("type")
+    quick = (unicode_norm.ordered_form(first),) if first in unicode_norm.FORMS else ()
+    if len(items) == 1 and first in unicode_norm.FORMS:
+        return quick + (unicode_norm.normal_form(first),)
+    dom = normalizer({"type": "Sequence", "normalizers": items}).project("input").rmepsilon()
+    return quick + (pynini.determinize(dom).minimize().arcsort("ilabel"),)
+
+
+def refusing(spec: dict | None, text: bytes) -> tuple[str, bool] | None:
+    """The component of the normalizer block that is not modelled on ``text`` (its name, and
+    whether the components before it changed the text), or None when the whole block is."""
+    items = (spec.get("normalizers") or []) if spec and spec.get("type") == "Sequence" else [spec]
+    current = text
+    for item in items:
+        if not item:
+            continue
+        if item.get("type") == "Sequence":
+            inner = refusing(item, current)
+            if inner is not None:
+                return inner[0], inner[1] or current != text
+        out = pynini.compose(linear([b + 1 for b in current]), normalizer(item)).connect()
+        if out.num_states() == 0:
+            return str(item.get("type")), current != text
+        current = _output(out.project("output").rmepsilon())
+    return None
+
+
+def _output(fst: pynini.Fst) -> bytes:
+    """The one string of a linear-ish acceptor (the unique output of P's normalizer on a text)."""
+    path = pynini.shortestpath(fst).topsort()
+    return bytes(arc.ilabel - 1 for s in path.states() for arc in path.arcs(s) if arc.ilabel)
 
 
 @lru_cache(maxsize=None)
@@ -232,7 +299,14 @@ def _strip(left: bool, right: bool) -> pynini.Fst:
 def transducer(data: dict) -> pynini.Fst:
     """P of a whole tokenizer.json (its ``normalizer`` then its ``pre_tokenizer``)."""
     n = normalizer(data.get("normalizer"))
-    return pynini.compose(n, pre_tokenizer(data.get("pre_tokenizer"), True)).optimize()
+    return _then(n, pre_tokenizer(data.get("pre_tokenizer"), True), not _restricting(data.get("normalizer")))
+
+
+def _then(first: pynini.Fst, second: pynini.Fst, optimize: bool = True) -> pynini.Fst:
+    """first, then second (composition), optimized unless ``optimize`` is False: products with a
+    Unicode normal form (tens of thousands of states, deterministic already) would take seconds."""
+    out = pynini.compose(first, second)
+    return out.optimize() if optimize else out.connect().arcsort("ilabel")
 
 
 def for_tokenizer(name_or_path: str, pattern: str | None = None) -> pynini.Fst:

@@ -186,15 +186,13 @@ TYPED_MATCH, TYPED_GAP = 259, 260  # labels of the typed markers <m and <g (afte
 def marked_language(pattern: str, max_states: int = 200_000, extra: dict | None = None) -> pynini.Fst:
     """The marked DFA over UTF-8 bytes: every piece preceded by its typed marker (<m or <g)."""
     d = marked_dfa(pattern, max_states, extra)
-    one = pynini.Weight.one("tropical")
-    m = pynini.Fst()
-    m.add_states(len(d.states))
-    m.set_start(0)
-    for s, fin in enumerate(d.final):
-        if fin:
-            m.set_final(s)
-    for src, label, dst in d.arcs:
-        m.add_arc(src, pynini.Arc(label + 1, label + 1, one, dst))
+    import numpy as np
+
+    from ..artifacts import fst_from_arrays
+
+    arcs = np.array(d.arcs, np.int64).reshape(-1, 3)
+    m = fst_from_arrays(len(d.states), 0, np.array(d.final, bool), arcs[:, 0], arcs[:, 1] + 1, arcs[:, 1] + 1,
+                        arcs[:, 2])
     parts = [pynini.cross(_label(c + 1), ranges_acceptor(d.t.classes[c])) for c in d.t.alphabet]
     parts += [pynini.cross(_label(d.m_marker + 1), _label(TYPED_MATCH)),
               pynini.cross(_label(d.g_marker + 1), _label(TYPED_GAP))]

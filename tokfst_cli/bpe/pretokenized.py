@@ -1,0 +1,271 @@
+"""Stage C for BPE on pre-tokenized text: A_BPE restarted at every pre-token boundary (seed 001 Sec. 3.1, 3.3).
+
+HF's ``encode`` runs the BPE model on each pre-token of P(text) alone, so a token sequence is
+canonical for the whole pipeline iff it splits into runs, one per pre-token of some P(x), each
+canonical for A_BPE as a whole word (seed 000 Sec. 6.5). Stage S over P's output gives
+S_M = MIN(PROJ(Y o T_M)), Y = PROJ_out(A o P): token ids plus the boundary label (``marker``,
+one past the last token id). The product keeps, next to S_M's state p, the per-word state
+:class:`Word` of A_BPE: class of the last token (``START`` at a word start, ``WHOLE`` after a
+token that ignore_merges allows only as a whole word), byte-fallback DFA state, and node in the
+trie of the merge tokenizations ignore_merges replaces. A boundary is crossed only where the
+word may end, and leads to a fresh word. The boundary is then erased (epsilon) and OpenFst
+determinizes and minimizes (materialized), or the subset construction runs at lookup time
+(:class:`MarkedFactorized`, the Python decoder). canonical-check's version, without S_M, is
+:mod:`.pretokenized_check`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pynini
+
+from ..artifacts import fst_from_arrays
+from ..errors import DisallowedTokenError, EmptyLanguageError, InputError, LimitError
+from .explicit import START
+from .implicit import ImplicitBpe
+from .product import labels_mask, sorted_arcs, stepper
+
+WHOLE = -2  # after a token ignore_merges allows only as the whole word
+DEAD = -1  # trie node: this word is no replaced sequence
+Member = tuple[int, int, int, int]  # (state of S_M or R, class, fallback state, trie node)
+
+
+class Word:
+    """A_BPE on one pre-token: allowed tokens, next state and word end for (class, fb, node)."""
+
+    def __init__(self, imp: ImplicitBpe):
+        self.imp, self.step = imp, stepper(imp)
+        self.classes = self.step.classes
+        self.vocab_size = imp.vocab_size
+        kids: dict[int, dict[int, int]] = {}
+        self.complete: set[int] = set()
+        count = 1  # node 0 is the root (word start)
+        for seq in imp.derived.get("replaced", {}).values():
+            node = 0
+            for t in seq:
+                nxt = kids.setdefault(node, {}).get(t)
+                if nxt is None:
+                    nxt = kids[node][t] = count
+                    count += 1
+                node = nxt
+            if len(seq) > 1:
+                self.complete.add(node)
+        self.kids = {n: (np.array(sorted(d), np.int64), np.array([d[t] for t in sorted(d)], np.int64))
+                     for n, d in kids.items()}
+        self._kid_maps = kids
+        self.nodes = count
+        self.has_alone = bool(imp.alone.any())
+        if self.has_alone and "replaced" not in imp.derived:
+            raise InputError("this artifact's tokenizer uses ignore_merges", "load it with the tokenizer (model=...)")
+
+    def allowed(self, cls: int, fb: int) -> np.ndarray:
+        """Bool mask over token ids: the tokens that may come next in the word."""
+        if cls == WHOLE:
+            return np.zeros(self.vocab_size, bool)
+        m = self.step.mask(cls, fb)
+        if cls == START and self.has_alone:
+            m = m | self.imp.alone
+        return m
+
+    def allows(self, cls: int, fb: int, t: int) -> bool:
+        """``allowed(cls, fb)[t]`` without building the mask (``explicit.successors`` per token)."""
+        imp = self.imp
+        if cls == WHOLE:
+            return False
+        if cls == START and imp.alone[t]:
+            return True
+        if not imp.allowed[t]:
+            return False
+        if cls == START:
+            ok = bool(imp.may_start[t])
+        else:
+            ok = not bool(imp.banned(np.array([self.step.reps[cls]]), np.array([t]))[0])
+        b = int(imp.fb_byte[t])
+        if fb != 0 and b < 0:
+            return False
+        return ok and (b < 0 or imp.fb_delta[fb, b] >= 0)
+
+    def after(self, cls: int, fb: int, node: int, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(class, fb, node) after each of ``labels`` (all allowed)."""
+        c = self.classes[labels]
+        f = self.step.next_fb(fb)[labels]
+        if cls == START and self.has_alone:
+            alone = self.imp.alone[labels]
+            c = np.where(alone, WHOLE, c)
+            f = np.where(alone, 0, f)
+        n = np.full(len(labels), DEAD, np.int64)
+        if node != DEAD and node in self.kids:
+            toks, nodes = self.kids[node]
+            pos = np.clip(np.searchsorted(toks, labels), 0, len(toks) - 1)
+            hit = toks[pos] == labels
+            n[hit] = nodes[pos[hit]]
+        if cls == START and self.has_alone:
+            n = np.where(self.imp.alone[labels], DEAD, n)
+        return c, f, n
+
+    def after1(self, fb: int, node: int, t: int) -> tuple[int, int]:
+        """(fb, node) after one token t inside a word (not a whole-word token): ``after`` for one."""
+        f = int(self.step.next_fb(fb)[t])
+        if node == DEAD or node not in self._kid_maps:
+            return f, DEAD
+        return f, self._kid_maps[node].get(t, DEAD)
+
+    def ends(self, cls: int, fb: int, node: int) -> bool:
+        """May the word end here?"""
+        if cls == WHOLE:
+            return True
+        return self.step.final(cls, fb) and node not in self.complete
+
+
+def materialize(marked: pynini.Fst, imp: ImplicitBpe, marker: int, max_arcs: int = 2_000_000) -> pynini.Fst:
+    """MIN(DET(erase boundary(S_M x A_BPE per word))); LimitError past ``max_arcs`` product arcs.
+
+    ``marker`` is the boundary's token label (``lexicon.marker_label``); S_M's arcs carry id + 1.
+    Product states are numbered by one int64 key (p, class, fallback state, trie node), so each
+    state's successors are found with numpy; arcs are built in bulk at the end.
+    """
+    word = Word(imp)
+    zero = pynini.Weight.zero(marked.weight_type())
+    bound = marker - 1  # the boundary as a token id (one past the last token)
+    n_cls, n_fb, n_node = int(word.classes.max()) + 3, len(imp.fb_final), word.nodes + 1
+
+    def key(p, c, f, n):  # c: WHOLE -2, START -1, classes >= 0; n: DEAD -1, nodes >= 0
+        return ((p * n_cls + (c + 2)) * n_fb + f) * n_node + (n + 1)
+
+    def member(k: int) -> Member:
+        k, n = divmod(k, n_node)
+        k, f = divmod(k, n_fb)
+        p, c = divmod(k, n_cls)
+        return p, c - 2, f, n - 1
+
+    arcs = _arcs_by_state(marked)
+    ids = {key(marked.start(), START, 0, 0): 0}
+    order = list(ids)
+    src_l, lab_l, dst_l = [], [], []
+    total = i = 0
+    while i < len(order):
+        p, c, fb, node = member(order[i])
+        labels, targets = arcs(p)
+        keys = np.zeros(0, np.int64)
+        if len(labels) and labels[-1] == bound:
+            if word.ends(c, fb, node):
+                src_l.append(np.array([i]))
+                lab_l.append(np.array([-1]))  # epsilon once shifted by one
+                keys = np.array([key(int(targets[-1]), START, 0, 0)], np.int64)
+            labels, targets = labels[:-1], targets[:-1]
+        if len(labels):
+            keep = word.allowed(c, fb)[labels]
+            labels, targets = labels[keep], targets[keep]
+        total += len(labels) + len(keys)
+        if total > max_arcs:
+            raise LimitError("the canonical automaton", "max_arcs", max_arcs, remedy="factorized")
+        cs, fs, ns = word.after(c, fb, node, labels)
+        keys = np.concatenate([keys, key(targets, cs, fs, ns)])
+        src_l.append(np.full(len(labels), i))
+        lab_l.append(labels)
+        dst_l.append(keys)
+        uniq = np.sort(keys)  # np.unique's hashing is slower on these small arrays (numpy 2.4)
+        for k in uniq[np.r_[True, uniq[1:] != uniq[:-1]]].tolist() if len(uniq) else ():
+            if k not in ids:
+                ids[k] = len(order)
+                order.append(k)
+        i += 1
+    known = np.array(order, np.int64)
+    sort = np.argsort(known)
+    members = [member(k) for k in order]
+    finals = np.array([marked.final(p) != zero and word.ends(c, fb, n) for p, c, fb, n in members])
+    src, lab, keys = (np.concatenate(x).astype(np.int64) for x in (src_l, lab_l, dst_l))
+    dst = sort[np.searchsorted(known, keys, sorter=sort)]
+    f = fst_from_arrays(len(order), 0, finals, src, lab + 1, lab + 1, dst)
+    f.connect()
+    if f.num_states() == 0:
+        raise EmptyLanguageError("no canonical token sequence spells a string of this language",
+                                 "every matching string tokenizes through other paths; check the regex")
+    f.rmepsilon()
+    f = pynini.determinize(f)
+    f.minimize()
+    arcs = sum(f.num_arcs(s) for s in f.states())
+    if arcs > max_arcs:
+        raise LimitError("the canonical automaton", "max_arcs", max_arcs, arcs, remedy="factorized")
+    return f
+
+
+def _arcs_by_state(fst: pynini.Fst) -> Callable[[int], tuple[np.ndarray, np.ndarray]]:
+    """state -> (token ids sorted, next states), read in bulk (``promote.arc_arrays``)."""
+    from ..promote import arc_arrays
+
+    src, label, dst = arc_arrays(fst)
+    order = np.lexsort((label, src))
+    src, label, dst = src[order], label[order] - 1, dst[order]
+    bounds = np.searchsorted(src, np.arange(fst.num_states() + 1))
+    return lambda p: (label[bounds[p]:bounds[p + 1]], dst[bounds[p]:bounds[p + 1]])
+
+
+class MarkedFactorized:
+    """S_M and the per-word A_BPE combined at lookup time; a state is a set of members (Python API).
+
+    ``arcs(p)`` gives S_M's sorted token ids (the boundary, one past the last id, comes last) and
+    next states."""
+
+    def __init__(self, arcs: Callable[[int], tuple[np.ndarray, np.ndarray]], finals: np.ndarray, start: int,
+                 imp: ImplicitBpe):
+        self._arcs, self.finals, self.start, self.imp = arcs, finals, start, imp
+        self.word = Word(imp)
+        self.bound = imp.vocab_size
+        self._cache: dict[int, tuple[np.ndarray, np.ndarray, int]] = {}
+        self._allowed: dict[int, np.ndarray] = {}
+
+    def arcs(self, p: int) -> tuple[np.ndarray, np.ndarray, int]:
+        """Token ids, next states, and the state after a boundary (-1: none) of S_M's state p."""
+        got = self._cache.get(p)
+        if got is None:
+            labels, nexts = self._arcs(p)
+            after = -1
+            if len(labels) and labels[-1] == self.bound:
+                after, labels, nexts = int(nexts[-1]), labels[:-1], nexts[:-1]
+            got = self._cache[p] = (labels, nexts, after)
+        return got
+
+    def _allowed_p(self, p: int) -> np.ndarray:
+        return labels_mask(self._allowed, p, lambda: self.arcs(p)[0], self.imp.vocab_size)
+
+    def _closure(self, members: set[Member]) -> frozenset[Member]:
+        out = set(members)
+        for p, c, fb, node in members:
+            after = self.arcs(p)[2]
+            if after >= 0 and self.word.ends(c, fb, node):
+                out.add((after, START, 0, 0))
+        return frozenset(out)
+
+    def initial(self) -> frozenset[Member]:
+        return self._closure({(self.start, START, 0, 0)})
+
+    def mask(self, state: frozenset[Member]) -> np.ndarray:
+        m = np.zeros(self.imp.vocab_size, bool)
+        for p, c, fb, _ in state:
+            m |= self._allowed_p(p) & self.word.allowed(c, fb)
+        return m
+
+    def advance(self, state: frozenset[Member], token: int) -> frozenset[Member]:
+        nxt: set[Member] = set()
+        for p, c, fb, node in state:
+            labels, nexts, _ = self.arcs(p)
+            i = np.searchsorted(labels, token)
+            if i < len(labels) and labels[i] == token and self.word.allows(c, fb, token):
+                cs, fs, ns = self.word.after(c, fb, node, np.array([token]))
+                nxt.add((int(nexts[i]), int(cs[0]), int(fs[0]), int(ns[0])))
+        if not nxt:
+            raise DisallowedTokenError(token, state)
+        return self._closure(nxt)
+
+    def is_final(self, state: frozenset[Member]) -> bool:
+        return any(bool(self.finals[p]) and self.word.ends(c, fb, n) for p, c, fb, n in state)
+
+
+def factorize(marked: pynini.Fst, imp: ImplicitBpe) -> MarkedFactorized:
+    """Wrap S_M and A_BPE; nothing is expanded until it is looked up."""
+    zero = pynini.Weight.zero(marked.weight_type())
+    finals = np.array([marked.final(s) != zero for s in range(marked.num_states())])
+    return MarkedFactorized(lambda p: sorted_arcs(marked, p), finals, marked.start(), imp)
