@@ -351,3 +351,49 @@ def test_sizes(text, value):
 def test_bad_sizes(text):
     with pytest.raises(ValueError):
         guard.parse_size(text)
+
+
+@pytest.mark.filterwarnings("ignore")
+@given(base=st.sampled_from([".", "[a-c]", "[^x]", "ab", "(a|bc)", "é", "[0-9]{2}", "(x|中)", "(a*b)", "(a|b)c*d"]),
+       m=st.integers(0, 4), extra=st.integers(0, 6), unbounded=st.booleans())
+@settings(max_examples=60, deadline=None)
+def test_chain_bound_extrapolates_exactly(tokenizer, base, m, extra, unbounded):
+    """For a regex that is one bounded repetition of a finite prefix-free group, the bound from chains of
+    2 and 3 copies equals ``composition_at_least`` of the whole minimal A (the chain is minimal and
+    its copies alike), so it never exceeds the composition; A is unchanged by the check; an
+    unbounded repetition is not checked."""
+    from tokfst_cli.promote import chain_bound
+
+    model = tokenizer("gpt2")
+    n = None if unbounded else m + extra
+    if (n or m + 1) < 4:
+        return  # fewer copies: nothing to extrapolate (the check is skipped)
+    pattern = f"({base}){{{m},{'' if n is None else n}}}"
+    seen = []
+    check = chain_bound(model, 10 ** 9)
+
+    def spy(chain, copies):
+        check(chain, copies)
+        b2, b3 = composition_at_least(model, chain(2)), composition_at_least(model, chain(3))
+        seen.append(b2 + (copies - 2) * (b3 - b2))
+
+    tree = parse(pattern)  # small=0: chained whatever the size (compile_regex chains past 4,096 states)
+    a = regex._Builder(pattern, 10 ** 6, small=0, chain_check=spy, root=regex._sole_repetition(tree)).build(tree)
+    a = minimal(a)
+    assert pynini.equivalent(a, compiled(pattern))
+    if n is None or "*" in base:  # x{m,}, and an infinite x: not checked
+        assert seen == []
+        return
+    (bound,) = seen
+    assert bound == composition_at_least(model, a)
+    composed = pynini.compose(a.copy().arcsort("olabel"), tokenizer.lexicon("gpt2"), connect=True)
+    assert bound <= composed.num_states()
+
+
+def test_the_nested_dot_repetition_is_refused_in_a_second():
+    """The issue's ``(.{1,200}){1,200}`` on GPT-2: refused from chains of 2 and 3 copies, before
+    the 320,001-state byte automaton is built."""
+    from .runner import run
+
+    r = run("promote", "gpt2", "-e", "(.{1,200}){1,200}", os.devnull)
+    assert r.rc == 3 and "A o T would have at least" in r.err.decode(), r.err

@@ -97,9 +97,13 @@ class Result:
 
 
 # ---- the stages --------------------------------------------------------------------------------
-def accept(pattern: str, limits: Limits = Limits()) -> ByteAutomaton:
-    """A: the regex's minimal deterministic byte acceptor (seed 000 Sec. 5)."""
-    return compile_regex(pattern, max_states=limits.max_states)
+def accept(pattern: str, limits: Limits = Limits(), model: TokenizerModel | None = None) -> ByteAutomaton:
+    """A: the regex's minimal deterministic byte acceptor (seed 000 Sec. 5). With ``model``, the
+    next stage is A o T over its lexicon, whose size bound may refuse a long repetition first."""
+    from .promote import chain_bound
+
+    check = chain_bound(model, limits.max_states) if model is not None else None
+    return compile_regex(pattern, max_states=limits.max_states, chain_check=check)
 
 
 def preprocess(model: TokenizerModel, automaton: ByteAutomaton, canonical: bool = False,
@@ -273,7 +277,7 @@ def build(model: TokenizerModel, pattern: str, *, canonical: bool = False, metho
     start = time.perf_counter()
     result = Result(model, pattern, limits=limits, canonical=canonical)
     with stage("A: the regex's byte automaton"):
-        a = accept(pattern, limits)
+        a = accept(pattern, limits, None if maxmatch or marked else model)
     with stage("P: preprocessing"):
         text = preprocess(model, a, canonical, limits, level, cache)
     if maxmatch:

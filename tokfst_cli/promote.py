@@ -116,6 +116,20 @@ def composition_at_least(model: TokenizerModel, a: pynini.Fst) -> int | None:
     return n + int(inner.sum())
 
 
+def chain_bound(model: TokenizerModel, max_states: int):
+    """A ``regex.compile_regex`` chain check: refuse a repetition whose A o T would pass
+    ``max_states``, from :func:`composition_at_least` on chains of 2 and 3 copies (each further
+    copy adds what the third added), before the whole byte automaton is built."""
+    def check(chain, copies: int) -> None:
+        b2, b3 = composition_at_least(model, chain(2)), composition_at_least(model, chain(3))
+        if b2 is None or b3 is None:
+            return
+        at_least = b2 + (copies - 2) * (b3 - b2)
+        if at_least > max_states:
+            raise LimitError("A o T", "max_states", max_states, at_least, remedy="simplify", at_least=True)
+    return check
+
+
 def promote(
     model: TokenizerModel,
     automaton: ByteAutomaton,

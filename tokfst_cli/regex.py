@@ -273,11 +273,17 @@ class _Builder:
     m..n times, and every NFA stays within the budget.
     """
 
-    def __init__(self, pattern: str, max_states: int, small: int | None = None, closure_budget: int | None = None):
+    def __init__(self, pattern: str, max_states: int, small: int | None = None, closure_budget: int | None = None,
+                 chain_check=None, root=None):
         self.pattern, self.max_states = pattern, max_states
         self.small = SMALL_REPETITION if small is None else small
         self.closure_budget = max_states if closure_budget is None else closure_budget
         self.memo: dict = {}
+        # chain_check(small_chain, copies) may refuse the whole regex when it is one chained
+        # repetition (``root``, flattened: its base), seeing chains of 2 and 3 copies
+        self.chain_check = chain_check
+        self.root_base = flatten(root)[0] if isinstance(root, ip._Repeated) else None
+        self.root_dfa = None
 
     def dfa(self, f: pynini.Fst, what: str) -> pynini.Fst:
         """The minimal DFA of ``f``; LimitError when determinizing goes past ``max_states``."""
@@ -322,6 +328,8 @@ class _Builder:
             return base.closure(m, n if n is not None else 0)  # pynini: upper 0 = unbounded
         d = self.dfa(base, "the byte automaton of a repeated group")
         if _prefix_free(d):
+            if node is self.root_base:
+                self.root_dfa = d
             return self.chain(d, m, n)
         if d.num_states() * copies <= self.closure_budget:  # copies of the minimal base, determinized later
             return d.closure(m, n if n is not None else 0)
@@ -334,8 +342,6 @@ class _Builder:
         the next junction, and the junctions after m..n copies are final (x{m,}: the last copy
         loops back to its own junction). Deterministic by construction and built in bulk.
         """
-        from .artifacts import fst_from_arrays
-
         start = d.start()
         (final,) = [q for q in d.states() if d.final(q) != pynini.Weight.zero(d.weight_type())]
         if start == final:
@@ -356,8 +362,25 @@ class _Builder:
         if states > self.max_states:
             what = f"the byte automaton of a repetition {{{m},{'' if n is None else n}}} in regex {self.pattern!r}"
             raise LimitError(what, "max_states", self.max_states, states, remedy="simplify")
-        report(states)
         src, lab, dst = (np.asarray(v, np.int64) for v in (src, lab, dst))
+
+        def build(k: int, first_final: int) -> pynini.Fst:
+            return self._copies(k, first_final, n is None, width, entry, junction, src, lab, dst)
+
+        acyclic = d.properties(pynini.ACYCLIC, True) == pynini.ACYCLIC
+        if self.chain_check is not None and d is self.root_dfa and n is not None and acyclic and copies > 3:
+            self.chain_check(lambda k: build(k, 0), copies)  # may refuse from 2 and 3 copies (estimate)
+        report(states)
+        return build(copies, m)
+
+    @staticmethod
+    def _copies(copies: int, m: int, loops: bool, width: int, entry: int, junction: int, src: np.ndarray,
+                lab: np.ndarray, dst: np.ndarray) -> pynini.Fst:
+        """``copies`` copies of D's arcs in a row (see :meth:`chain`), junctions from the m-th final."""
+        from .artifacts import fst_from_arrays
+
+        n = None if loops else copies
+        states = copies * width + (n is not None)
         base = np.arange(copies, dtype=np.int64)[:, None] * width
         next_junction = base + width + entry  # the junction after copy i: entry of copy i + 1
         if n is None:
@@ -371,6 +394,18 @@ class _Builder:
         junctions = np.append(np.arange(copies, dtype=np.int64) * width + entry, [copies * width] if n is not None else [])
         finals[junctions[m:].astype(np.int64)] = True
         return fst_from_arrays(states, entry, finals, all_src, all_lab, all_lab, all_dst)
+
+
+def _sole_repetition(tree):
+    """The repetition node that is the whole regex, or None."""
+    node = tree
+    while True:
+        if isinstance(node, ip.Pattern) and len(node.options) == 1:
+            node = next(iter(node.options))
+        elif isinstance(node, ip._Concatenation) and len(node.parts) == 1:
+            node = node.parts[0]
+        else:
+            return node if isinstance(node, ip._Repeated) else None
 
 
 def _prefix_free(d: pynini.Fst) -> bool:
@@ -490,12 +525,17 @@ def _from_interegular_fsm(pattern: str, tree: ip.Pattern, max_states: int) -> py
     return f
 
 
-def compile_regex(pattern: str, max_states: int = 1_000_000) -> ByteAutomaton:
+def compile_regex(pattern: str, max_states: int = 1_000_000, chain_check=None) -> ByteAutomaton:
     """The minimal DFA over bytes accepting the UTF-8 encodings of L(pattern).
 
     Estimate, then build: a lower bound on the minimal DFA's states read off the parse tree
     (:func:`states_at_least`) refuses a regex such as ``a{99999999}`` before anything is
-    built; every determinization then stops past ``max_states``.
+    built; every determinization then stops past ``max_states``. ``chain_check(chain, copies)``
+    (the next stage's estimate) sees a regex that is one bounded repetition x{m,n} of a finite
+    prefix-free group (``.``, a class, a word), as chains of 2 and 3 copies (``chain(k)``), before the whole chain is
+    built: that chain is its minimal DFA (unique factorization: every state knows how many
+    copies may follow), each copy alike, so sizes extrapolate exactly. (x{m,}'s last two
+    copies merge when minimized, and states of a cyclic x may: only a finite x is checked.)
     """
     tree = parse(pattern)
     _refuse_lookaround(pattern, tree)
@@ -510,7 +550,7 @@ def compile_regex(pattern: str, max_states: int = 1_000_000) -> ByteAutomaton:
         except (ValueError, TypeError, KeyError, RecursionError, NotImplementedError) as e:
             raise InputError(f"regex {pattern!r} cannot be compiled: {e}", "simplify the pattern") from None
     else:
-        nfa = _Builder(pattern, max_states).build(tree)
+        nfa = _Builder(pattern, max_states, chain_check=chain_check, root=_sole_repetition(tree)).build(tree)
     f = _determinize(nfa, max_states)
     if f.num_states() > max_states:
         raise LimitError(f"the byte automaton of regex {pattern!r}", "max_states", max_states, remedy="simplify")
