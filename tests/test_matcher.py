@@ -1,0 +1,84 @@
+"""The decoding-loop view (tokfst_cli.matcher, issue #12 item 2): packed bitmasks, EOS at final
+states, consume/rollback and forced runs, on every decoder kind."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tokfst_cli import pipeline
+from tokfst_cli.constraint import IndexDecoder
+from tokfst_cli.errors import DisallowedTokenError
+from tokfst_cli.matcher import Matcher, forced, pack, unpack
+
+
+@given(st.lists(st.booleans(), min_size=1, max_size=300))
+@settings(max_examples=200, deadline=None)
+def test_pack_is_xgrammars_layout(bits):
+    mask = np.array(bits, bool)
+    words = pack(mask)
+    assert words.dtype == np.dtype("<i4") and len(words) == (len(mask) + 31) // 32
+    for t, b in enumerate(bits):  # bit t % 32 of word t // 32
+        assert ((int(words[t // 32]) >> (t % 32)) & 1) == b
+    assert (unpack(words, len(mask)) == mask).all()
+
+
+def decoders(tokenizer, pattern: str):
+    model = tokenizer("gpt2")
+    mat = pipeline.build(model, pattern, canonical=True)
+    fac = pipeline.build(model, pattern, canonical=True, limits=pipeline.Limits(max_arcs=1))
+    agnostic = pipeline.build(model, pattern)
+    return model, {"fst": mat.decoder(), "index": IndexDecoder(mat.index()), "factorized": fac.decoder(),
+                   "agnostic": agnostic.decoder()}
+
+
+@pytest.mark.parametrize("pattern", ["(Cologne|Berlin|Bonn|Munich)", "[0-9]{4}-[0-9]{2}", "(ab|abc)( x)?"])
+def test_matcher_walks_rollback_and_forced(tokenizer, pattern):
+    model, decs = decoders(tokenizer, pattern)
+    eos = model.token_id("<|endoftext|>")
+    rng = random.Random(pattern)
+    for kind, dec in decs.items():
+        for _ in range(30):
+            m = Matcher(dec, eos)
+            history = [(m.mask().copy(), m.is_final(), False)]
+            while not m.is_terminated():
+                mask = m.mask()
+                assert mask[eos] == m.is_final(), kind  # EOS exactly at final states
+                assert (unpack(m.bitmask(), len(mask)) == mask).all()
+                run = m.forced()
+                probe = Matcher(dec, eos)
+                for t in m.tokens:
+                    probe.consume(t)
+                for t in run:  # every state of a forced run has one allowed token and is not final
+                    allowed = np.flatnonzero(probe.mask())
+                    assert list(allowed) == [t] and not probe.is_final()
+                    probe.consume(t)
+                allowed = np.flatnonzero(mask)
+                if not len(allowed):
+                    break  # a dead end of a factorized form (issue #12, item 1)
+                m.consume(int(rng.choice(allowed)))
+                history.append((m.mask().copy(), m.is_final(), m.is_terminated()))
+            k = rng.randint(0, len(m.tokens))
+            m.rollback(k)  # the earlier state and mask exactly
+            mask, final, terminated = history[len(m.tokens)]
+            assert (m.mask() == mask).all() and m.is_final() == final and m.is_terminated() == terminated
+
+
+def test_matcher_refuses_and_keeps_its_state(tokenizer):
+    model, decs = decoders(tokenizer, "(Cologne|Berlin)")
+    eos = model.token_id("<|endoftext|>")
+    m = Matcher(decs["fst"], eos)
+    bad = int(np.flatnonzero(~m.mask())[0])
+    with pytest.raises(DisallowedTokenError):
+        m.consume(bad)
+    with pytest.raises(DisallowedTokenError):
+        m.consume(eos)  # not at a final state
+    assert m.tokens == [] and not m.is_terminated()
+    run, state = forced(decs["fst"], decs["fst"].initial())
+    assert run == []  # two words: a choice at the start
+    with pytest.raises(ValueError):
+        m.rollback(1)
