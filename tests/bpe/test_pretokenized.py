@@ -274,6 +274,33 @@ def test_sampled_languages(name):
             assert text is not None and encode(hf, text) == path, (pattern, path, text)
 
 
+@pytest.mark.parametrize("name", ["cl100k", "metaspace-first", "gpt2.json", "llama2.json"])
+def test_bench_regexes(name):
+    """The six bench regexes: encode(s) of 500 sampled s is accepted; 100 sampled paths re-encode
+    (5 through a factorized form, e-mail on the real tokenizers)."""
+    from tokfst_cli import catalogue
+
+    _, hf, model = tokenizer(name)
+    rng = random.Random(name)
+    p = image.for_model(model)
+    six = catalogue.six() if callable(catalogue.six) else catalogue.six
+    for rname, pattern in dict(six).items():
+        a = compile_regex(pattern).fst
+        result = pipeline.build(model, pattern, canonical=True)
+        dec = result.decoder()
+        for _ in range(500):
+            s = sample_string(a, rng).decode("utf-8")
+            state = dec.initial()
+            for t in encode(hf, s):
+                state = dec.advance(state, t)
+            assert dec.is_final(state), (rname, s)
+        ap = pynini.compose(a, p, connect=True).arcsort("olabel")
+        for _ in range(100 if result.materialized else 5):  # a factorized walk: a full mask per step
+            path = sample_path(dec, rng)
+            text = witness(ap, model, path)
+            assert text is not None and encode(hf, text) == path, (rname, path, text)
+
+
 def sample_path(dec, rng: random.Random) -> list[int]:
     """A random walk through a decoder, stopping at a final state with probability 0.3 (a walk into
     a dead end of a factorized form, which issue #12 removes, starts again)."""
