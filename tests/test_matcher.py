@@ -82,3 +82,34 @@ def test_matcher_refuses_and_keeps_its_state(tokenizer):
     assert run == []  # two words: a choice at the start
     with pytest.raises(ValueError):
         m.rollback(1)
+
+
+@pytest.mark.parametrize("canonical", [False, True])
+@pytest.mark.parametrize("name", ["gpt2", "llama2"])
+def test_generate_with_a_random_model(tokenizer, name, canonical):
+    """The numpy decoding loop with a random next-token model (fixed seed): 50 samples per regex
+    fully match it, canonical ones re-encode to themselves, no step meets an empty mask."""
+    import re
+
+    from tokfst_cli import catalogue
+    from tokfst_cli.matcher import generate
+
+    model, hf = tokenizer(name), tokenizer.hf(name)
+    eos = model.token_id("<|endoftext|>" if name == "gpt2" else "</s>")
+    rng = np.random.default_rng(7)
+    table = rng.normal(size=(64, model.vocab_size))  # a "model": logits picked by the sequence so far,
+    table[:, eos] += 4.0  # which likes to stop where it may
+    logits = lambda toks: table[hash(tuple(toks)) % 64]  # noqa: E731
+    six = catalogue.six()
+    for rname in ("date", "cities", "words100", "json"):  # finite: a random model ends them
+        pattern = six[rname]
+        result = pipeline.build(model, pattern, canonical=canonical)
+        assert result.materialized
+        for _ in range(50):
+            m = Matcher(result.decoder(), eos)
+            ids = generate(logits, m, max_tokens=500, rng=rng)
+            assert m.is_terminated() or m.is_final(), (rname, ids)
+            text = hf.decode(ids, skip_special_tokens=False)
+            assert re.fullmatch(pattern, text), (rname, text)
+            if canonical:
+                assert hf.encode(text, add_special_tokens=False).ids == ids, (rname, text)

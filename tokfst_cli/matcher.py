@@ -11,11 +11,14 @@ language model's generation loop:
     forced()         the tokens that are the only choice from here (coalescence, jump-forward)
     is_terminated()  EOS consumed
 
-:func:`pack` and :func:`forced` are the same operations on a bare decoder and state.
+:func:`pack` and :func:`forced` are the same operations on a bare decoder and state;
+:func:`generate` is a numpy-only decoding loop over any next-token logits function (seed 004
+Sec. 2.4).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -112,3 +115,32 @@ class Matcher:
 
     def is_terminated(self) -> bool:
         return self.terminated
+
+
+class DeadEnd(Exception):
+    """A state with an empty mask where the sequence may not end (a factorized form's dead end)."""
+
+
+def generate(logits: Callable[[list[int]], np.ndarray], matcher: Matcher, max_tokens: int = 256,
+             rng: np.random.Generator | None = None, temperature: float = 1.0) -> list[int]:
+    """A numpy-only constrained decoding loop: per step the model's ``logits(tokens so far)``,
+    -inf outside the matcher's mask, a softmax draw (greedy at temperature 0); stops after EOS
+    (not returned), at a final state with nothing else allowed, or after ``max_tokens``."""
+    rng = rng or np.random.default_rng()
+    for _ in range(max_tokens):
+        mask = matcher.mask()
+        if not mask.any():
+            if matcher.is_final():
+                break
+            raise DeadEnd(f"no token is allowed after {matcher.tokens}")
+        scores = np.where(mask, np.asarray(logits(matcher.tokens), np.float64), -np.inf)
+        if temperature == 0:
+            token = int(np.argmax(scores))
+        else:
+            z = (scores - scores[mask].max()) / temperature
+            p = np.exp(z)
+            token = int(rng.choice(len(p), p=p / p.sum()))
+        matcher.consume(token)
+        if matcher.is_terminated():
+            return matcher.tokens[:-1]
+    return list(matcher.tokens)
