@@ -85,3 +85,18 @@ def _token_table(model: TokenizerModel) -> pynini.SymbolTable:
     for i, tok in enumerate(model.tokens):
         table.add_symbol(escape(tok) if tok else f"\\gap{i}", i + 1)  # escape() never makes "\\g"
     return table
+
+
+def marked_pieces(labels: list[int]) -> list[str]:
+    """The text pieces of a pre-tokenized label sequence (bytes as label b + 1, :data:`MARKER`
+    between pieces), decoded as UTF-8; no labels, no pieces."""
+    pieces, cur = [], bytearray()
+    for lab in labels:
+        if lab == MARKER:
+            pieces.append(cur.decode("utf-8"))
+            cur = bytearray()
+        else:
+            cur.append(lab - 1)
+    if labels:
+        pieces.append(cur.decode("utf-8"))
+    return pieces

@@ -254,24 +254,7 @@ def witness(ap: pynini.Fst, model, path: list[int]) -> str | None:
                                   "gpt2.json", "llama2.json"])
 def test_sampled_languages(name):
     """encode(s) of 500 sampled s is accepted; 500 sampled paths re-encode to themselves."""
-    _, hf, model = tokenizer(name)
-    rng = random.Random(name)
-    p = image.for_model(model)
-    for pattern in INFINITE:
-        a = compile_regex(pattern).fst
-        result = pipeline.build(model, pattern, canonical=True)
-        dec = result.decoder()
-        for _ in range(500):
-            s = sample_string(a, rng).decode("utf-8")
-            state = dec.initial()
-            for t in encode(hf, s):
-                state = dec.advance(state, t)
-            assert dec.is_final(state), (pattern, s)
-        ap = pynini.compose(a, p, connect=True).arcsort("olabel")
-        for _ in range(500 if name in ("gpt2", "llama2") else 100):
-            path = sample_path(dec, rng)
-            text = witness(ap, model, path)
-            assert text is not None and encode(hf, text) == path, (pattern, path, text)
+    check_sampled(name, dict(enumerate(INFINITE)), 500 if name in ("gpt2", "llama2") else 100, 100)
 
 
 @pytest.mark.parametrize("name", ["cl100k", "metaspace-first", "gpt2.json", "llama2.json"])
@@ -280,11 +263,17 @@ def test_bench_regexes(name):
     (5 through a factorized form, e-mail on the real tokenizers)."""
     from tokfst_cli import catalogue
 
+    check_sampled(name, catalogue.six(), 100, 5)
+
+
+def check_sampled(name: str, patterns: dict, paths: int, factorized_paths: int) -> None:
+    """Per pattern: ``encode`` of 500 sampled strings walks the canonical automaton to a final
+    state; ``paths`` sampled paths (``factorized_paths`` through a factorized form, a full mask per
+    step) have a text of the language, found through A o P, whose ``encode`` is the path."""
     _, hf, model = tokenizer(name)
     rng = random.Random(name)
     p = image.for_model(model)
-    six = catalogue.six() if callable(catalogue.six) else catalogue.six
-    for rname, pattern in dict(six).items():
+    for key, pattern in patterns.items():
         a = compile_regex(pattern).fst
         result = pipeline.build(model, pattern, canonical=True)
         dec = result.decoder()
@@ -293,12 +282,12 @@ def test_bench_regexes(name):
             state = dec.initial()
             for t in encode(hf, s):
                 state = dec.advance(state, t)
-            assert dec.is_final(state), (rname, s)
+            assert dec.is_final(state), (key, s)
         ap = pynini.compose(a, p, connect=True).arcsort("olabel")
-        for _ in range(100 if result.materialized else 5):  # a factorized walk: a full mask per step
+        for _ in range(paths if result.materialized else factorized_paths):
             path = sample_path(dec, rng)
             text = witness(ap, model, path)
-            assert text is not None and encode(hf, text) == path, (rname, path, text)
+            assert text is not None and encode(hf, text) == path, (key, path, text)
 
 
 def sample_path(dec, rng: random.Random) -> list[int]:

@@ -36,7 +36,7 @@ from .. import utf8
 from ..artifacts import cached_fst
 from ..errors import InputError, TokfstError
 from ..fsts import linear
-from ..symbols import MARKER, UNKSYM
+from ..symbols import MARKER, UNKSYM, marked_pieces
 from ..regex import ranges_acceptor
 from ..tokenizer import TokenizerModel
 
@@ -279,16 +279,7 @@ def apply(model: TokenizerModel, text: str) -> list[str]:
             kinds = [(next(k for k, r in t.same.items() if _in(cp, r)), c)]
         state, out = _step(state, kinds)
         labels.extend(out)
-    words, cur = [], bytearray()
-    for lab in labels:
-        if lab == MARKER:
-            words.append(cur.decode("utf-8"))
-            cur = bytearray()
-        else:
-            cur.append(lab - 1)
-    if cur or words:
-        words.append(cur.decode("utf-8"))
-    return words
+    return marked_pieces(labels)
 
 
 def _in(cp: int, ranges: list[tuple[int, int]]) -> bool:

@@ -18,6 +18,7 @@ import tokenizers
 from tokenizers import Regex
 from tokenizers import pre_tokenizers as pt
 
+from .. import utf8
 from ..artifacts import atomic_write, cache_dir
 
 MAX_CP = 0x10FFFF
@@ -82,28 +83,11 @@ def members(atom: str) -> tuple[tuple[int, int], ...]:
 
 
 def complement(ranges: Ranges) -> Ranges:
-    """All scalar values (no surrogates) outside ``ranges``."""
-    out, lo = [], 0
-    for a, b in sorted(ranges):
-        if a > lo:
-            out.append((lo, a - 1))
-        lo = max(lo, b + 1)
-    if lo <= MAX_CP:
-        out.append((lo, MAX_CP))
-    return remove_surrogates(out)
+    """All scalar values (no surrogates) outside ``ranges`` (any order, may overlap)."""
+    return utf8.complement(union(ranges))
 
 
-def remove_surrogates(ranges: Ranges) -> Ranges:
-    out = []
-    for a, b in ranges:
-        if b < SURROGATES[0] or a > SURROGATES[1]:
-            out.append((a, b))
-            continue
-        if a < SURROGATES[0]:
-            out.append((a, SURROGATES[0] - 1))
-        if b > SURROGATES[1]:
-            out.append((SURROGATES[1] + 1, b))
-    return out
+remove_surrogates = utf8.remove_surrogates
 
 
 def union(*sets: Ranges) -> Ranges:

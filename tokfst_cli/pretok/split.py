@@ -14,7 +14,7 @@ import pynini
 
 from ..errors import InputError
 from ..fsts import linear
-from ..symbols import MARKER
+from ..symbols import MARKER, marked_pieces
 from .marked import TYPED_GAP, TYPED_MATCH, marked_language
 
 BEHAVIORS = ("isolated", "removed", "merged_with_previous", "merged_with_next", "contiguous")
@@ -119,13 +119,4 @@ def apply(p: pynini.Fst, text: str) -> list[str]:
         state = arcs[0].nextstate
     if state == pynini.NO_STATE_ID:
         raise ValueError(f"P has no output for {text!r}")
-    pieces, cur = [], bytearray()
-    for lab in labels:
-        if lab == MARKER:
-            pieces.append(cur.decode("utf-8"))
-            cur = bytearray()
-        else:
-            cur.append(lab - 1)
-    if labels:
-        pieces.append(cur.decode("utf-8"))
-    return pieces
+    return marked_pieces(labels)
