@@ -277,15 +277,16 @@ def text_checker(model: TokenizerModel, imp):
     texts: list[bytes | None] = [None] * model.vocab_size
     for i, s in model.model_items():
         texts[i] = s
-    splits = set()
+    splits, unmodelled = set(), {}
     for a in model.added_tokens:
         aid = a.get("id")
         if isinstance(aid, int) and 0 <= aid < model.vocab_size:
             texts[aid] = None
             if any(a.get(k) for k in ("lstrip", "rstrip", "single_word")) or (a.get("normalized") and model.normalizer):
-                continue  # not modelled: a sequence holding it is refused ("token without text")
-            splits.add(aid)
-    return TextChecker(imp, delta, final, texts, splits, MARKER)
+                unmodelled[aid] = str(a.get("content"))  # a sequence holding it is refused by name
+            else:
+                splits.add(aid)
+    return TextChecker(imp, delta, final, texts, splits, MARKER, unmodelled)
 
 
 # ---- the whole check --------------------------------------------------------------------------

@@ -359,3 +359,28 @@ def test_levels_and_refusals(tmp_path):
     assert r.rc == 2 and "'<|endoftext|>'" in err and "--level model" in err and len(err.strip().splitlines()) == 1
     assert run("promote", "gpt2", "-e", "ab?(<[|]endoftext[|]>)?", "--canonical", "--level", "model",
                tmp_path / "x.fst").rc == 0
+
+
+def test_unmodelled_added_tokens_are_refused(tmp_path):
+    """An added token with lstrip (HF strips the spaces before it) is not modelled by the
+    pipeline-level check: a sequence holding it is refused by name (exit 2), never judged; other
+    lines and the model level are unaffected."""
+    path, hf, _ = tokenizer("gpt2")
+    data = json.loads(path.read_text())
+    new = max(data["model"]["vocab"].values()) + 1
+    data["added_tokens"] = [{"id": new, "content": "<sep>", "single_word": False, "lstrip": True, "rstrip": False,
+                             "normalized": False, "special": True}]
+    src = tmp_path / "tok.json"
+    src.write_text(json.dumps(data))
+    model = from_json(data, str(src))
+    ch = check.Checker(model, None, None, "pipeline")
+    ok = encode(hf, "hello world")
+    assert ch.verdicts()([ok]) == [None]
+    with pytest.raises(InputError, match="'<sep>'"):
+        ch.verdicts()([ok + [new]])
+    r = run("canonical-check", src, stdin=" ".join(map(str, ok + [new])) + "\n")
+    err = r.err.decode()
+    assert r.rc == 2 and r.out == b"" and "'<sep>'" in err and "--level model" in err
+    assert len(err.strip().splitlines()) == 1
+    r = run("canonical-check", src, "--level", "model", stdin=" ".join(map(str, ok)) + "\n")
+    assert r.rc == 0

@@ -19,6 +19,7 @@ import itertools
 
 import numpy as np
 
+from ..errors import InputError
 from .implicit import ImplicitBpe
 from .pretokenized import Word
 
@@ -29,18 +30,21 @@ Member = tuple[int, int, int, int]
 class TextChecker:
     """``delta``: R's transition table (states x labels, -1 = none; byte b is label b + 1, and
     ``marker``), ``final`` its final states, ``texts`` each token's model text (None: none, e.g.
-    an added token), ``splits`` the added tokens HF splits out of the raw text."""
+    an added token), ``splits`` the added tokens HF splits out of the raw text, ``unmodelled``
+    the added tokens (id -> content) whose splitting is not modelled: a sequence holding one is
+    refused (InputError), never judged."""
 
     CAP = 1 << 18  # memoized steps before the memo starts afresh (memory stays bounded)
 
     def __init__(self, imp: ImplicitBpe, delta: np.ndarray, final: np.ndarray, texts: list[bytes | None],
-                 splits: set[int], marker: int):
+                 splits: set[int], marker: int, unmodelled: dict[int, str] | None = None):
         self.imp, self.word = imp, Word(imp)
         self.delta, self.final, self.texts, self.marker = delta, final, texts, marker
         self.vocab = imp.vocab_size
         self.split = np.zeros(self.vocab, bool)
         self.split[list(splits)] = True
         self.start_ok = imp.allowed & imp.may_start | imp.alone  # a word may begin with it
+        self.unmodelled = unmodelled or {}  # added tokens whose splitting is not modelled: refused
         self._walk: dict[tuple[int, int], int] = {}
         self._reset()
 
@@ -99,6 +103,11 @@ class TextChecker:
         if self.split[t]:  # an added token: a segment of its own, after a complete one
             ok = any(self.final[q] and (m == MODE_START or self._ends(m, f, n, end_ok)) for q, m, f, n in s)
             return (frozenset({(0, MODE_START, 0, 0)}) if ok else frozenset()), "added token inside a pre-token"
+        if t in self.unmodelled:
+            raise InputError(f"the added token {self.unmodelled[t]!r} strips spaces or matches single words or "
+                             "normalized text, which the pipeline-level check does not model",
+                             "check sequences without it, or use the model level", hint="unmodelled-added-token",
+                             content=self.unmodelled[t])
         if self.texts[t] is None:
             return frozenset(), "token without text (special)"
         out, readable = set(), False

@@ -70,6 +70,7 @@ HINTS = {
     "gadgets-level": "add --level model, or use --method implicit",
     "precomputed-ignore-merges": "use --method implicit, or --level model",
     "added-token": "exclude that text from the regex, or use --level model",
+    "unmodelled-added-token": "check sequences without it, or use --level model",
     "normalizer-domain": "restrict the regex to {normalizer}-normalized text, or use --level model",
     "level": "use --level pipeline or --level model",
     "vocab": "e.g. --vocab a,b,ab",
