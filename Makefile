@@ -21,6 +21,11 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install -q -e '.[test]'
 	touch $@
 
+# torch's CPU wheel and transformers, for the logits processor's tests (tokfst[hf]).
+$(BIN)/.installed-hf: $(BIN)/.installed
+	$(BIN)/pip install -q -e '.[test,hf]'
+	touch $@
+
 # The main job on the bundled GPT-2 tokenizer: promote a regex, write the .fst, its index
 # and drawings into artifacts/, and show that OpenFst's own tools read the result.
 demo: setup
@@ -32,7 +37,7 @@ demo: setup
 	fstinfo artifacts/date.fst | head -8
 	@ls -l artifacts/
 
-test: setup
+test: setup $(BIN)/.installed-hf
 	$(BIN)/python -m pytest -q
 
 # Every `tokfst bench` mode (about an hour): promote, canonical BPE and MaxMatch on the real
@@ -41,6 +46,7 @@ test: setup
 bench: setup
 	@test -d /usr/share/doc/python3.11/html/_sources || \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3.11-doc >/dev/null
+	$(BIN)/pip install -q -e '.[bench,hf]'
 	mkdir -p artifacts/bench
 	$(BIN)/tokfst bench promote --tokenizer tests/data/llama2.json --tokenizer gpt2 --repeat 7 \
 	  --json artifacts/bench/promote.json -v
@@ -48,6 +54,8 @@ bench: setup
 	  --json artifacts/bench/canonical.json -v
 	$(BIN)/tokfst bench maxmatch --tokenizer tests/data/bert-base-uncased.json \
 	  --json artifacts/bench/maxmatch.json -v
+	$(BIN)/tokfst bench ready --tokenizer tests/data/llama2.json --tokenizer gpt2 --json artifacts/bench/ready.json -v
+	$(BIN)/tokfst bench logits --tokenizer tests/data/llama2.json --tokenizer gpt2 --json artifacts/bench/logits.json -v
 	$(BIN)/tokfst bench all --tokenizer tests/data/llama2.json --tokenizer gpt2 \
 	  --json artifacts/bench/all.json --csv artifacts/bench/all.csv --plot artifacts/bench/all.svg -v
 

@@ -58,8 +58,7 @@ def test_matcher_walks_rollback_and_forced(tokenizer, pattern):
                     assert list(allowed) == [t] and not probe.is_final()
                     probe.consume(t)
                 allowed = np.flatnonzero(mask)
-                if not len(allowed):
-                    break  # a dead end of a factorized form (issue #12, item 1)
+                assert len(allowed), kind  # EOS at least where final; no dead end in any form
                 m.consume(int(rng.choice(allowed)))
                 history.append((m.mask().copy(), m.is_final(), m.is_terminated()))
             k = rng.randint(0, len(m.tokens))

@@ -31,6 +31,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 from pathlib import Path
 
 import numpy as np
@@ -459,3 +460,52 @@ def fst_from_arrays(num_states: int, start: int, finals: np.ndarray, src: np.nda
         parts.append(raw[begin:end])
         begin = end
     return pynini.Fst.read_from_string(b"".join(parts))
+
+
+class FstArrays(NamedTuple):
+    """An FST's arcs in bulk: ``src`` is nondecreasing (arcs grouped by state, in OpenFst's order)."""
+
+    start: int
+    final: np.ndarray  # bool per state
+    src: np.ndarray
+    ilabel: np.ndarray
+    olabel: np.ndarray
+    nextstate: np.ndarray
+
+
+_ARC = np.dtype([("ilabel", "<i4"), ("olabel", "<i4"), ("weight", "<f4"), ("nextstate", "<i4")])
+
+
+def fst_arrays(fst: pynini.Fst) -> FstArrays:
+    """Start, finals and every arc of a standard-arc FST, read in bulk (the inverse of :func:`fst_from_arrays`).
+
+    pynini iterates arcs at ~0.3 µs each from Python; this has OpenFst write its vector format
+    (symbol tables left out) and reads it with numpy: per state its final weight (f32), arc
+    count (i64) and 16-byte arcs (ilabel, olabel, weight, nextstate). One Python step per state.
+    """
+    if fst.arc_type() not in ("standard", "log"):
+        raise ValueError(f"fst_arrays reads 32-bit weights, not {fst.arc_type()} arcs")
+    g = fst.copy()  # a pynini.Fst is a VectorFst
+    g.set_input_symbols(None)
+    g.set_output_symbols(None)
+    data = g.write_to_string()
+    pos = 4
+    for _ in range(2):  # fst type, arc type
+        (n,) = struct.unpack_from("<i", data, pos)
+        pos += 4 + n
+    _, _, _, start, num_states, _ = struct.unpack_from("<iiQqqq", data, pos)
+    pos += struct.calcsize("<iiQqqq")
+    view, chunks = memoryview(data), []
+    weights, counts = [0.0] * num_states, [0] * num_states
+    unpack = struct.Struct("<fq").unpack_from
+    for s in range(num_states):
+        weights[s], n = unpack(data, pos)
+        counts[s] = n
+        pos += 12
+        chunks.append(view[pos:pos + 16 * n])
+        pos += 16 * n
+    arcs = np.frombuffer(b"".join(chunks), _ARC)
+    src = np.repeat(np.arange(num_states, dtype=np.int64), np.asarray(counts, np.int64))
+    final = np.asarray(weights, np.float32) != np.float32(np.inf)
+    return FstArrays(int(start), final, src, arcs["ilabel"].astype(np.int64), arcs["olabel"].astype(np.int64),
+                     arcs["nextstate"].astype(np.int64))

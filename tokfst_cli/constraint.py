@@ -17,16 +17,19 @@ allowed minus banned, so they may offer dead ends.
 from __future__ import annotations
 
 import json
-from typing import Any, Protocol, runtime_checkable
+from itertools import chain
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 import pynini
 
-from .artifacts import read_artifact
+from .artifacts import fst_arrays, read_artifact
 from .errors import DisallowedTokenError, InputError
+from .matcher import Steps
 from .tokenizer import TokenizerModel
 
 _OPENFST_MAGIC = (2125659606).to_bytes(4, "little")
+BITMASK_BUDGET = 64 << 20  # bytes of packed bitmasks made at load
 
 
 @runtime_checkable
@@ -40,14 +43,38 @@ class Decoder(Protocol):
     def is_final(self, state: Any) -> bool: ...
 
 
-class _Table:
-    """A deterministic token acceptor as per-state sorted (tokens, next states) arrays."""
+class _Table(Steps):
+    """A deterministic token acceptor as flat arrays: state s's sorted tokens are row ``row[s]``
+    of ``labels`` (CSR, rows may be shared: coalescence) and its next states ``nexts[noff[s]:noff[s+1]]``.
+    Each row's packed bitmask is made at load (within ``BITMASK_BUDGET`` bytes, else on first use),
+    so ``bitmask(state)`` at a fresh state is a lookup."""
 
-    def __init__(self, vocab_size: int, start: int, finals: set[int]):
-        self.vocab_size, self.start, self.finals = vocab_size, start, finals
+    def __init__(self, vocab_size: int, start: int, final: np.ndarray, labels: np.ndarray, loff: np.ndarray,
+                 row: np.ndarray | None, nexts: np.ndarray, noff: np.ndarray):
+        self.vocab_size, self.start, self._final = vocab_size, start, final
+        self._labels, self._loff, self._row, self._nexts, self._noff = labels, loff, row, nexts, noff
+        nrows = len(loff) - 1
+        words = (vocab_size + 31) // 32
+        self._words: np.ndarray | None = None
+        self._lazy: dict[int, np.ndarray] = {}
+        if nrows * words * 4 <= BITMASK_BUDGET:
+            self._words = _packed_rows(labels, loff, vocab_size)
+
+    def bitmask(self, state: int) -> np.ndarray:
+        """``mask(state)`` as packed int32 words (read-only, shared by the states of one mask)."""
+        r = state if self._row is None else int(self._row[state])
+        if self._words is not None:
+            return self._words[r]
+        got = self._lazy.get(r)
+        if got is None:
+            got = self._lazy[r] = _packed_rows(self._labels[self._loff[r]:self._loff[r + 1]],
+                                               np.array([0, self._loff[r + 1] - self._loff[r]]), self.vocab_size)[0]
+        return got
 
     def arcs(self, state: int) -> tuple[np.ndarray, np.ndarray]:
-        raise NotImplementedError
+        """Token ids (sorted) and next states of ``state``."""
+        r = state if self._row is None else self._row[state]
+        return self._labels[self._loff[r]:self._loff[r + 1]], self._nexts[self._noff[state]:self._noff[state + 1]]
 
     def initial(self) -> int:
         return self.start
@@ -65,39 +92,45 @@ class _Table:
         return int(nexts[i])
 
     def is_final(self, state: int) -> bool:
-        return state in self.finals
+        return 0 <= state < len(self._final) and bool(self._final[state])
+
+
+def _packed_rows(labels: np.ndarray, loff: np.ndarray, vocab_size: int, chunk: int = 256) -> np.ndarray:
+    """(rows, words) int32: each CSR row of token ids as the packed bitmask ``matcher.pack`` makes."""
+    nrows, words = len(loff) - 1, (vocab_size + 31) // 32
+    out = np.zeros((nrows, words * 4), np.uint8)
+    for a in range(0, nrows, chunk):
+        b = min(nrows, a + chunk)
+        bits = np.zeros((b - a, words * 32), bool)
+        counts = np.diff(loff[a:b + 1])
+        bits[np.repeat(np.arange(b - a), counts), labels[loff[a]:loff[b]]] = True
+        out[a:b] = np.packbits(bits, axis=1, bitorder="little")
+    words_ = out.view("<i4")
+    words_.setflags(write=False)
+    return words_
 
 
 class FstDecoder(_Table):
-    """A materialized token acceptor (labels = token id + 1)."""
+    """A materialized token acceptor (labels = token id + 1), its arcs read in bulk at load."""
 
     def __init__(self, fst: pynini.Fst, vocab_size: int):
-        zero = pynini.Weight.zero(fst.weight_type())
-        super().__init__(vocab_size, fst.start(), {s for s in fst.states() if fst.final(s) != zero})
+        from .index import by_label
+
+        a = fst_arrays(fst)
+        offsets, labels, nexts = by_label(a.src, a.ilabel - 1, a.nextstate, len(a.final))
+        super().__init__(vocab_size, fst.start(), a.final, labels, offsets, None, nexts, offsets)
         self.fst = fst
-        self._cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-
-    def arcs(self, state: int) -> tuple[np.ndarray, np.ndarray]:
-        got = self._cache.get(state)
-        if got is None:
-            from .bpe.product import sorted_arcs
-
-            got = self._cache[state] = sorted_arcs(self.fst, state)
-        return got
 
 
 class IndexDecoder(_Table):
     """The ``tokfst-index`` JSON (masks shared between states: coalescence)."""
 
-    def __init__(self, index: dict):
-        super().__init__(index["tokenizer"]["vocab_size"], index["initial"], set(index["finals"]))
+    def __init__(self, index: dict, arrays: _IndexArrays | None = None):
+        a = arrays if arrays is not None else _index_arrays(index)
+        if isinstance(a, str):
+            raise ValueError(f"not a valid tokfst-index: {a}")
+        super().__init__(a.vocab, a.initial, a.final, a.labels, a.loff, a.row, a.nexts, a.noff)
         self.fingerprint = index["tokenizer"]["fingerprint"]
-        self._masks = [np.asarray(m, np.int64) for m in index["masks"]]
-        self._states = index["states"]
-
-    def arcs(self, state: int) -> tuple[np.ndarray, np.ndarray]:
-        st = self._states[state]
-        return self._masks[st["mask"]], np.asarray(st["next"], np.int64)
 
 
 def _index(data: bytes, source: str) -> IndexDecoder:
@@ -107,44 +140,145 @@ def _index(data: bytes, source: str) -> IndexDecoder:
         raise InputError(f"{source} is not valid JSON", "give an artifact written by tokfst promote") from None
     if not isinstance(index, dict) or index.get("format") != "tokfst-index":
         raise InputError(f"{source} is not a tokfst-index file", "give an artifact written by tokfst promote")
-    problem = index_problem(index)
-    if problem:
-        raise InputError(f"{source} is a damaged tokfst-index file: {problem}", "rebuild it with tokfst promote",
+    arrays = _checked(index)
+    if isinstance(arrays, str):
+        raise InputError(f"{source} is a damaged tokfst-index file: {arrays}", "rebuild it with tokfst promote",
                          hint="rebuild-index")
-    return IndexDecoder(index)
+    return IndexDecoder(index, arrays)
+
+
+class _IndexArrays(NamedTuple):
+    vocab: int
+    initial: int
+    final: np.ndarray  # bool per state
+    labels: np.ndarray  # the masks, concatenated
+    loff: np.ndarray  # mask k is labels[loff[k]:loff[k + 1]]
+    row: np.ndarray  # the mask of each state
+    nexts: np.ndarray  # next states, concatenated per state
+    noff: np.ndarray
+    finals: np.ndarray  # as listed (for the checksum)
 
 
 def index_problem(index: dict) -> str | None:
     """What is wrong with a parsed index (version, checksum, structure), or None."""
-    from .index import VERSION, checksum
+    got = _checked(index)
+    return got if isinstance(got, str) else None
+
+
+def _checked(index: dict) -> _IndexArrays | str:
+    """The index's arrays after the version, checksum and structure checks, or what is wrong
+    (in that order). The checksum is computed from the arrays when the structure allows it."""
+    from .index import VERSION, checksum, checksum_of_arrays
 
     if index.get("version") != VERSION:
         return f"version {index.get('version')!r}, expected {VERSION}"
-    if "sha256" in index and index["sha256"] != checksum(index):
-        return "checksum mismatch"
     try:
-        tok = index["tokenizer"]
-        vocab = tok["vocab_size"]
-        if not (isinstance(tok["fingerprint"], str) and isinstance(vocab, int) and vocab > 0):
-            return "bad tokenizer field"
-        masks, states, finals = index["masks"], index["states"], index["finals"]
-        n = len(states)
-        if not (isinstance(index["initial"], int) and 0 <= index["initial"] < n):
-            return "initial state out of range"
-        if any(not isinstance(f, int) or not 0 <= f < n for f in finals):
-            return "final state out of range"
-        for m in masks:
-            a = np.asarray(m)
-            if a.ndim != 1 or (a.size and (a.dtype.kind != "i" or a[0] < 0 or a[-1] >= vocab or (np.diff(a) <= 0).any())):
-                return "a mask is not a sorted list of token ids"
-        for st in states:
-            k, nxt = st["mask"], np.asarray(st["next"])
-            if not isinstance(k, int) or not 0 <= k < len(masks) or nxt.ndim != 1 or len(nxt) != len(masks[k]):
-                return "a state's mask or next states do not fit"
-            if nxt.size and (nxt.dtype.kind != "i" or nxt.min() < 0 or nxt.max() >= n):
-                return "a next state out of range"
-    except (KeyError, TypeError, ValueError, IndexError):
-        return "missing or mistyped fields"
+        got = _index_arrays(index)
+    except (KeyError, TypeError, ValueError, IndexError, OverflowError):
+        got = "missing or mistyped fields"
+    if "sha256" in index:
+        if isinstance(got, str) or not set(map(len, index["states"])) <= {2}:
+            digest = checksum(index)
+        else:
+            digest = checksum_of_arrays(index, got.finals, got.labels, got.loff, got.row, got.nexts, got.noff)
+        if index["sha256"] != digest:
+            return "checksum mismatch"
+    return got
+
+
+def _ints(values: Any) -> np.ndarray | None:
+    """A list of ints (a bool is not an int here) as an int64 array, else None."""
+    if type(values) is not list or not set(map(type, values)) <= {int}:
+        return None
+    try:
+        return np.array(values, np.int64).reshape(-1)
+    except OverflowError:
+        return None
+
+
+def _int_lists(lists: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    """(concatenation, offsets) of a list of lists of ints, else None."""
+    if type(lists) is not list or not set(map(type, lists)) <= {list}:
+        return None
+    flat = _ints(list(chain.from_iterable(lists)))
+    if flat is None:
+        return None
+    offsets = np.zeros(len(lists) + 1, np.int64)
+    np.cumsum(np.fromiter(map(len, lists), np.int64, len(lists)), out=offsets[1:])
+    return flat, offsets
+
+
+def _first(bad: np.ndarray) -> int:
+    """Index of the first True, or len(bad)."""
+    hits = np.flatnonzero(bad)
+    return int(hits[0]) if len(hits) else len(bad)
+
+
+def _index_arrays(index: dict) -> _IndexArrays | str:
+    """The structure checks of a parsed index, vectorized; the arrays a decoder reads, or what is wrong.
+
+    Lists holding anything but plain integers (never written by tokfst) are checked element by
+    element, and refused even where that check lets them pass (JSON true/false for 1/0)."""
+    masks, states, finals = index.get("masks"), index.get("states"), index.get("finals")
+    plain = type(states) is list and set(map(type, states)) <= {dict}
+    fin, flat = _ints(finals), _int_lists(masks)
+    row = _ints([st.get("mask") for st in states]) if plain else None
+    nxt = _int_lists([st.get("next") for st in states]) if plain else None
+    if fin is None or flat is None or row is None or nxt is None:
+        return _element_problem(index) or "missing or mistyped fields"
+    problem = _head_problem(index)
+    if problem:
+        return problem
+    vocab, n = index["tokenizer"]["vocab_size"], len(states)
+    if len(fin) and (fin.min() < 0 or fin.max() >= n):
+        return "final state out of range"
+    (labels, loff), (nexts, noff) = flat, nxt
+    inner = np.ones(len(labels), bool)
+    inner[loff[:-1][loff[:-1] < len(labels)]] = False  # the first token of each mask
+    if len(labels) and (labels.min() < 0 or labels.max() >= vocab or (np.diff(labels) <= 0)[inner[1:]].any()):
+        return "a mask is not a sorted list of token ids"
+    fits = (row >= 0) & (row < len(loff) - 1)
+    fits[fits] = np.diff(noff)[fits] == np.diff(loff)[row[fits]]
+    out = (nexts < 0) | (nexts >= n)
+    bad_fit = _first(~fits)
+    bad_next = int(np.searchsorted(noff, _first(out), side="right")) - 1 if out.any() else n
+    if bad_fit < n or bad_next < n:  # the first state with a problem, as the element-by-element check
+        return "a state's mask or next states do not fit" if bad_fit <= bad_next else "a next state out of range"
+    final = np.zeros(n, bool)
+    final[fin] = True
+    return _IndexArrays(vocab, index["initial"], final, labels, loff, row, nexts, noff, fin)
+
+
+def _head_problem(index: dict) -> str | None:
+    tok = index["tokenizer"]
+    vocab = tok["vocab_size"]
+    if not (isinstance(tok["fingerprint"], str) and isinstance(vocab, int) and vocab > 0):
+        return "bad tokenizer field"
+    if not (isinstance(index["initial"], int) and 0 <= index["initial"] < len(index["states"])):
+        return "initial state out of range"
+    return None
+
+
+def _element_problem(index: dict) -> str | None:
+    """The structure check element by element, for fields of any type (KeyError, TypeError, ... for
+    missing or mistyped ones)."""
+    problem = _head_problem(index)
+    if problem:
+        return problem
+    vocab, masks, states, finals = index["tokenizer"]["vocab_size"], index["masks"], index["states"], index["finals"]
+    n = len(states)
+    if any(not isinstance(f, int) or not 0 <= f < n for f in finals):
+        return "final state out of range"
+    for m in masks:
+        a = np.asarray(m)
+        if a.ndim != 1 or (a.size and (a.dtype.kind != "i" or a[0] < 0 or a[-1] >= vocab or (np.diff(a) <= 0).any())):
+            return "a mask is not a sorted list of token ids"
+    for st in states:
+        k, nxt = st["mask"], np.asarray(st["next"])
+        if not isinstance(k, int) or not 0 <= k < len(masks) or nxt.ndim != 1 or len(nxt) != len(masks[k]):
+            return "a state's mask or next states do not fit"
+        if nxt.size and (nxt.dtype.kind != "i" or nxt.min() < 0 or nxt.max() >= n):
+            return "a next state out of range"
     return None
 
 

@@ -53,6 +53,21 @@ def forced(decoder, state: Any, limit: int = 1 << 16) -> tuple[list[int], Any]:
     return run, state
 
 
+class Steps:
+    """What every decoder offers beyond the protocol (mixed into each decoder class):
+    ``bitmask(state)`` (packed int32 words), ``forced(state)`` (the tokens that are the only
+    choice, coalescence) and ``matcher(eos)`` (a :class:`Matcher` for one sequence)."""
+
+    def bitmask(self, state: Any) -> np.ndarray:
+        return pack(self.mask(state))
+
+    def forced(self, state: Any) -> list[int]:
+        return forced(self, state)[0]
+
+    def matcher(self, eos: int | None = None) -> Matcher:
+        return Matcher(self, eos)
+
+
 class Matcher:
     """A constraint's state with history, for one generated sequence.
 
@@ -79,6 +94,10 @@ class Matcher:
         return m
 
     def bitmask(self) -> np.ndarray:
+        """``mask()`` as packed int32 words (the decoder's own words where no EOS bit is added)."""
+        if not self.terminated and hasattr(self.decoder, "bitmask") and (
+                self.eos is None or not self.decoder.is_final(self.state)):
+            return self.decoder.bitmask(self.state)
         return pack(self.mask())
 
     def consume(self, token: int) -> None:

@@ -171,6 +171,13 @@ def _materialized_or_factorized(result: Result, materialize: Callable[[], pynini
     return result
 
 
+def _factorized_pair(decoder, pattern: str) -> tuple[Any, Callable[[], bytes]]:
+    """A factorized BPE decoder and its artifact's serializer."""
+    from .bpe import factorized
+
+    return decoder, lambda: factorized.to_bytes(decoder, pattern)
+
+
 def canonicalize_bpe(model: TokenizerModel, automaton: ByteAutomaton, agnostic: pynini.Fst, method: str,
                      limits: Limits, artifact: str | None, factorized_ok: bool, result: Result,
                      level: str = "model") -> Result:
@@ -178,7 +185,7 @@ def canonicalize_bpe(model: TokenizerModel, automaton: ByteAutomaton, agnostic: 
 
     ``level="pipeline"``: ``agnostic`` is S_M over pre-tokenized text; A_BPE restarts at every
     boundary (``bpe.pretokenized``)."""
-    from .bpe import factorized, implicit, product
+    from .bpe import implicit, product
 
     if method == "gadgets":
         from .bpe.gadgets import promote_gadgets
@@ -195,13 +202,13 @@ def canonicalize_bpe(model: TokenizerModel, automaton: ByteAutomaton, agnostic: 
         return result
     return _materialized_or_factorized(
         result, lambda: product.materialize(agnostic, imp, max_arcs=limits.max_arcs),
-        lambda: (product.factorize(agnostic, imp), lambda: factorized.to_bytes(agnostic, imp, result.pattern)),
+        lambda: _factorized_pair(product.factorize(agnostic, imp), result.pattern),
         factorized_ok)
 
 
 def _canonicalize_pretokenized(model: TokenizerModel, marked: pynini.Fst, imp, method: str, limits: Limits,
                                factorized_ok: bool, result: Result) -> Result:
-    from .bpe import factorized, pretokenized
+    from .bpe import pretokenized
     from .lexicon import marker_label
     from .symbols import token_table
 
@@ -216,7 +223,7 @@ def _canonicalize_pretokenized(model: TokenizerModel, marked: pynini.Fst, imp, m
     else:
         _materialized_or_factorized(
             result, lambda: pretokenized.materialize(marked, imp, marker, max_arcs=limits.max_arcs),
-            lambda: (pretokenized.factorize(marked, imp), lambda: factorized.to_bytes(marked, imp, result.pattern, marked=True)),
+            lambda: _factorized_pair(pretokenized.factorize(marked, imp), result.pattern),
             factorized_ok)
     if result.fst is not None:
         table = token_table(model)

@@ -10,12 +10,12 @@ then skipped; otherwise OpenFst minimizes.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
 import numpy as np
 import pynini
 
+from .artifacts import fst_arrays
 from .errors import EmptyLanguageError, LimitError
 from .progress import report
 from .regex import ByteAutomaton
@@ -44,35 +44,9 @@ def count_arcs(fst: pynini.Fst) -> int:
 
 
 def arc_arrays(fst: pynini.Fst) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(source, input label, next state) of every arc, read in bulk off OpenFst's vector format.
-
-    The inverse of :func:`tokfst_cli.artifacts.fst_from_arrays`: per state its final weight
-    (f32), arc count (i64) and 16-byte arcs (ilabel, olabel, weight, nextstate).
-    """
-    g = fst.copy()
-    g.set_input_symbols(None)
-    g.set_output_symbols(None)
-    data = g.write_to_string()
-    pos = 4
-    for _ in range(2):  # fst type, arc type
-        (n,) = struct.unpack_from("<i", data, pos)
-        pos += 4 + n
-    _, _, _, _, num_states, _ = struct.unpack_from("<iiQqqq", data, pos)
-    pos += struct.calcsize("<iiQqqq")
-    view, chunks, counts = memoryview(data), [], []
-    unpack = struct.Struct("<fq").unpack_from
-    for _ in range(num_states):
-        _, n = unpack(data, pos)
-        pos += 12
-        chunks.append(view[pos:pos + 16 * n])
-        counts.append(n)
-        pos += 16 * n
-    arcs = np.frombuffer(b"".join(chunks), _ARC)
-    src = np.repeat(np.arange(num_states, dtype=np.int64), np.asarray(counts, np.int64))
-    return src, arcs["ilabel"].astype(np.int64), arcs["nextstate"].astype(np.int64)
-
-
-_ARC = np.dtype([("ilabel", "<i4"), ("olabel", "<i4"), ("weight", "<f4"), ("nextstate", "<i4")])
+    """(source, input label, next state) of every arc, read in bulk (``artifacts.fst_arrays``)."""
+    a = fst_arrays(fst)
+    return a.src, a.ilabel, a.nextstate
 
 
 def _two_byte_tokens(model: TokenizerModel) -> np.ndarray:

@@ -6,7 +6,11 @@ Modules, one per mode (thing measured), plus plumbing:
     size          table2: A_BPE size (states, stored arcs, bytes) per representation
     tokenization  paragraph (Sec. 6.4.1): a paragraph tokenized via the automaton vs HF's encode
     peers         peers: tokfst vs outlines-core's Index on one vocabulary and a regex set
-    masks         masks: per-step mask lookup, tokfst's index vs the naive per-token partial match
+    masks         masks: per-step masks along HF's tokenization at fresh states, tokfst vs outlines-core,
+                  llguidance, xgrammar
+    engines       the constraint engines (tokfst and peers) behind one per-step interface
+    logits        logits: the transformers logits processor's cost per generated token
+    ready         ready: regex -> ready constraint, tokfst vs xgrammar, llguidance, outlines-core
     promote       promote: regex to token automaton warm and cold (whole processes), by step
     canonical     canonical: canonical BPE, compile-bpe, canonical-check per pair, per regex
     maxmatch      maxmatch: canonical MaxMatch, compile-maxmatch cold, product vs T_Aho per regex

@@ -86,6 +86,7 @@ def regex_row(name: str, rname: str, pattern: str, model, lex, imp, repeat: int,
     except LimitError as e:
         row.update(materialized=common.skipped(e.message()), form="factorized")
     row["factorized"], fz = common.measure(repeat, lambda: factorize(agn, imp))
+    live_row(row, model, pattern, fz, repeat)
     rng = np.random.default_rng(0)
     state = fz.initial()
     for _ in range(3):
@@ -103,6 +104,19 @@ def regex_row(name: str, rname: str, pattern: str, model, lex, imp, repeat: int,
         row[f"{level}_form"] = "materialized" if got.materialized else "factorized"
     row["level_ratio"] = common.ratio(row["pipeline"], row["model"])
     return row
+
+
+def live_row(row: dict, model, pattern: str, fz, repeat: int) -> None:
+    """Co-reachability (``bpe.liveness``, issue #12) of the model-level and pipeline-level factorized
+    products, against the agnostic promotion (the issue's bound: no slower)."""
+    from ..bpe.liveness import compute
+    from ..pipeline import Limits, build
+
+    row["live_model"], _ = common.measure(repeat, lambda: compute(fz.word, fz.arcs3, fz.finals, fz.start))
+    pipe = build(model, pattern, canonical=True, limits=Limits(max_arcs=0)).decoder()
+    row["live_pipeline"], _ = common.measure(repeat, lambda: compute(pipe.word, pipe.arcs, pipe.finals, pipe.start))
+    slower = max((row["live_model"], row["live_pipeline"]), key=lambda c: common.median_of(c) or 0)
+    row["live_ratio"] = common.ratio(slower, row["agnostic"])
 
 
 def canonical_table(tokenizers: list[tuple[str, str, bool]], regexes: dict[str, str], repeat: int,
@@ -124,7 +138,9 @@ def canonical_table(tokenizers: list[tuple[str, str, bool]], regexes: dict[str, 
         [("tokenizer", "tokenizer", "text"), ("regex", "regex", "text"), ("agnostic", "agnostic", "time"),
          ("materialized", "materialized", "time"), ("form", "canonical form", "text"), ("states", "states", "int"),
          ("arcs", "arcs", "int"),
-         ("factorized", "factorized", "time"), ("mask", "mask lookup", "time"),
+         ("factorized", "factorized", "time"), ("live_model", "co-reach. model", "time"),
+         ("live_pipeline", "co-reach. pipeline", "time"), ("live_ratio", "co-reach./agnostic", "ratio"),
+         ("mask", "mask lookup", "time"),
          ("model", "model level", "time"), ("model_form", "form", "text"), ("pipeline", "pipeline level", "time"),
          ("pipeline_form", "form", "text"), ("level_ratio", "pipeline/model", "ratio")],
         inputs={"regexes": regexes, "max_arcs": MAX_ARCS, "mask_lookups": MASK_LOOKUPS})
@@ -149,8 +165,10 @@ def canonical_table(tokenizers: list[tuple[str, str, bool]], regexes: dict[str, 
     regs.notes += [
         f"agnostic: accept + promote (stage S). materialized: bpe.product.materialize of it (stage C; the .fst "
         f"of tokfst promote --canonical), up to {MAX_ARCS:,} arcs, else the row's form is factorized. "
-        f"factorized: bpe.product.factorize. mask lookup: Factorized.mask of a state after a 3-token random walk, "
-        f"{MASK_LOOKUPS} per run. The artifact is loaded once per tokenizer; medians of {repeat} runs.",
+        f"factorized: bpe.product.factorize (its co-reachability included). co-reach. model / pipeline: "
+        f"bpe.liveness.compute alone on the model-level and the pipeline-level factorized products; "
+        f"co-reach./agnostic: the slower of the two over agnostic (issue #12: at most 1x). mask lookup: "
+        f"Factorized.mask of a state after a 3-token random walk, {MASK_LOOKUPS} per run. The artifact is loaded once per tokenizer; medians of {repeat} runs.",
         "model level / pipeline level: the whole pipeline.build(canonical=True) (A, P, S, C; the artifact read "
         "from the cache each time, P cached) at each level, after a warm-up run; pipeline/model: their ratio.",
     ]

@@ -39,7 +39,7 @@ from .. import __version__
 
 FORMAT = "tokfst-bench"
 VERSION = 1
-DISTRIBUTIONS = ("tokfst", "pynini", "tokenizers", "numpy", "outlines-core", "matplotlib")
+DISTRIBUTIONS = ("tokfst", "pynini", "tokenizers", "numpy", "outlines-core", "llguidance", "xgrammar", "matplotlib")
 
 
 # ---- machine and versions ------------------------------------------------------------------
@@ -85,7 +85,8 @@ def machine_line(doc: dict) -> str:
     m, v = doc["machine"], doc["versions"]
     return (f"Machine: {m['nproc']} CPUs ({m['cpu_model']}), {m['os']}, Python {m['python']}; "
             f"tokfst {v['tokfst']}, pynini {v['pynini']}, tokenizers {v['tokenizers']}, "
-            f"outlines-core {v['outlines-core']}; load average {m['loadavg_start'][0]} at start"
+            f"outlines-core {v['outlines-core']}, llguidance {v.get('llguidance', '-')}, "
+            f"xgrammar {v.get('xgrammar', '-')}; load average {m['loadavg_start'][0]} at start"
             + (f", {m['loadavg_end'][0]} at end." if "loadavg_end" in m else "."))
 
 

@@ -1,144 +1,378 @@
-"""Per-step mask lookup (seed 003): tokfst's index vs the naive per-token partial match.
+"""Per-step masks along a decoding walk, tokfst vs outlines-core, llguidance and xgrammar (seed 003; seed 004 Sec. 2.4).
 
-For each tokenizer and regex, one walk of ``--steps`` tokens is drawn (fixed seed) through the
-canonical automaton (factorized), so every step has an agnostic and a canonical state. At
-each step the allowed tokens are computed three ways:
-    naive      seed 003 Part 1: for every token, does prefix + token still partially match the
-               regex? Here: the regex's minimal byte DFA re-run from the start over the bytes of
-               prefix + token, in Python (O(|V|) walks per step)
-    index      tokfst's agnostic index (``build_index``): the state's coalesced mask, kept as
-               one numpy bool array per distinct mask (seed 003 Part 3), looked up by state
-    canonical  the factorized canonical automaton's ``mask(state)`` (agnostic mask AND the
-               implicit A_BPE's class mask)
-The naive mask must equal the index mask at every step.
+For each tokenizer and regex, one fixed sample string of the regex (:data:`SAMPLES` for the
+catalogue's regexes, else :func:`generate`) is tokenized by Hugging Face
+(``encode(text, add_special_tokens=False).ids``): the walk. Every engine of
+:mod:`.engines` follows that walk from a fresh session, as a decoding loop meeting each
+state for the first time: at each step the mask is filled as packed int32 words (timed),
+the walk's next token is checked against it (a token outside the mask stops the walk and is
+reported: a dead end or a missing token), and the token is accepted (timed apart). The mask
+after the last token (where EOS would be offered) is timed too. ``--repeat`` timed walks
+follow one untimed walk, which also records every mask for the agreement columns: a peer's
+mask must equal tokfst's agnostic index mask as sets of token ids (ids without a surface,
+EOS and special tokens, left out); a canonical mask must lie inside it. Where HF's ids do
+not spell the sample (a normalizer, e.g. Llama-2's prefix '▁'), the engines that read token
+surfaces (agnostic index, peers) follow :func:`longest_match` instead.
 """
 
 from __future__ import annotations
 
+import gc
 import random
+import re
+import statistics
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 import pynini
 
-from . import common
+from .. import catalogue
+from ..matcher import unpack
+from . import common, engines
 from .common import Results, Table
 
-INNER = 200  # lookups per timed batch of the fast methods (a single lookup is below timer noise)
+SAMPLES = {  # catalogue name -> a string of its language (re.fullmatch-checked in the tests)
+    "decimal": "3.14159",
+    "json": '{"name":"Paul","age":30}',
+    "date": "2024-05-17",
+    "email": "john.smith@example.com",
+    "cities": "Munich",
+    "words100": "people",
+    "pokedex": '{"alias":"bulba","description":"Se1 ok","type":"Grass","height_m":"0.7","weight_kg":"6.9",'
+               '"evolution_stage":"Basic","legendary":"false","abilities":["Overgrow","Intimidate"]}',
+    "words4": "the quick brown fox",
+    "punct": "hello!",
+    "accents": "éàü Émile",
+}
+GENERATED_BYTES = 24  # length a generated sample aims at
+BYTE_TOKEN = re.compile(r"<0x[0-9A-Fa-f]{2}>")
 
 
-def byte_dfa(fst: pynini.Fst) -> tuple[int, list[dict[int, int]]]:
-    f = fst.copy().connect()
-    delta = [dict() for _ in range(f.num_states())]
-    for s in f.states():
-        for a in f.arcs(s):
-            delta[s][a.ilabel - 1] = a.nextstate
-    return f.start(), delta
+def default_regexes() -> dict[str, str]:
+    """The bench set (six + Pokedex) and the free-text ``words4``."""
+    return {**catalogue.default_set(), "words4": catalogue.MAXMATCH["words4"]}
 
 
-def naive_mask(start: int, delta: list[dict[int, int]], surfaces: list[bytes | None], prefix: bytes) -> np.ndarray:
-    def partial(data: bytes) -> bool:
-        s = start
-        for b in data:
-            s = delta[s].get(b)
-            if s is None:
-                return False
-        return True
+# ---- the walk -----------------------------------------------------------------------------------
+def generate(pattern: str, target: int = GENERATED_BYTES) -> str:
+    """A string of the regex's language, fixed per pattern: a seeded random path of its minimal
+    byte DFA of about ``target`` bytes, finished along a shortest path to a final state."""
+    from ..regex import compile_regex
 
-    return np.fromiter((s is not None and partial(prefix + s) for s in surfaces), bool, len(surfaces))
-
-
-def walk(fz, steps: int, seed: int) -> list[tuple[int, tuple]]:
-    """(token, factorized state before it) along a random canonical walk."""
-    rng = random.Random(seed)
-    state, out = fz.initial(), []
-    for _ in range(steps):
-        allowed = np.flatnonzero(fz.mask(state))
-        if not len(allowed):
+    fst = compile_regex(pattern).fst
+    zero = pynini.Weight.zero(fst.weight_type())
+    arcs = {s: sorted((a.ilabel - 1, a.nextstate) for a in fst.arcs(s)) for s in fst.states()}
+    final = {s for s in fst.states() if fst.final(s) != zero}
+    dist = {s: 0 for s in final}  # bytes to a final state, by a backward breadth-first search
+    while True:
+        more = {s: dist[t] + 1 for s, out in arcs.items() if s not in dist for _, t in out if t in dist}
+        if not more:
             break
-        t = int(allowed[rng.randrange(len(allowed))])
-        out.append((t, state))
-        state = fz.advance(state, t)
+        dist.update(more)
+    rng, s, out = random.Random(zlib.crc32(pattern.encode("utf-8"))), fst.start(), bytearray()
+    while s in dist:
+        if len(out) >= target or not arcs[s] or (s in final and rng.random() < 0.15):
+            if s in final:
+                break
+            b, s = min(((b, t) for b, t in arcs[s] if t in dist), key=lambda bt: dist[bt[1]])
+        else:
+            b, s = rng.choice([(b, t) for b, t in arcs[s] if t in dist])
+        out.append(b)
+    return out.decode("utf-8")
+
+
+def sample_text(pattern: str) -> str:
+    """The catalogue's sample for a catalogue regex, else the generated one."""
+    by_pattern = {p: SAMPLES[n] for n, p in catalogue.catalogue().items() if n in SAMPLES}
+    return by_pattern.get(pattern) or generate(pattern)
+
+
+def spells(model, ids: list[int], text: str) -> bool:
+    """Do the tokens' surfaces spell ``text``? (Not where a normalizer changes it: Llama-2's prefix '▁'.)"""
+    return all(model.surfaces[t] for t in ids) and b"".join(model.surfaces[t] for t in ids) == text.encode("utf-8")
+
+
+def longest_match(model, text: str) -> list[int] | None:
+    """A tokenization of ``text`` over the surfaces, longest surface first at every position (the
+    walk of the engines that read surfaces when HF's ids do not spell the text); None if some
+    byte is the surface of no token."""
+    by_surface: dict[bytes, int] = {}
+    for t, s in model.lexicon_items():  # a byte-fallback token <0xNN> only for a byte nothing else spells
+        if s not in by_surface or BYTE_TOKEN.fullmatch(model.tokens[by_surface[s]]):
+            by_surface[s] = t
+    data, i, out, longest = text.encode("utf-8"), 0, [], max(map(len, by_surface))
+    while i < len(data):
+        n = next((n for n in range(min(longest, len(data) - i), 0, -1) if data[i:i + n] in by_surface), 0)
+        if not n:
+            return None
+        out.append(by_surface[data[i:i + n]])
+        i += n
     return out
 
 
-def masks_table(tokenizers: list[tuple[str, str, bool]], regexes: dict[str, str], repeat: int, steps: int,
+# ---- one walk through one session ---------------------------------------------------------------
+@dataclass
+class WalkRun:
+    """Per-step times (ns) of one walk, where it stopped, and (recorded walks) the masks."""
+
+    mask_ns: list[int] = field(default_factory=list)
+    accept_ns: list[int] = field(default_factory=list)
+    stop: str | None = None  # why the walk ended early
+    accepting: bool = False
+    masks: list[np.ndarray] = field(default_factory=list)
+
+
+def allows(words: np.ndarray, token: int) -> bool:
+    return token >> 5 < len(words) and bool((int(words[token >> 5]) >> (token & 31)) & 1)
+
+
+def allowed_ids(words: np.ndarray, excluded: np.ndarray) -> np.ndarray:
+    """Bool mask over the tokenizer's ids from packed words, ``excluded`` ids left out."""
+    size = len(excluded)
+    bits = unpack(words, size)  # words shorter than the vocabulary (a peer's own size): padded
+    bits = np.pad(bits, (0, size - len(bits))) if len(bits) < size else bits
+    return bits & ~excluded
+
+
+def run_walk(session: engines.Session, walk: list[int], excluded: np.ndarray | None = None,
+             spell=repr) -> WalkRun:
+    """Follow ``walk``: fill (timed), check the token is in the mask, accept (timed); the mask
+    after the last token too. ``excluded`` given: record every mask (``allowed_ids``)."""
+    clock, run = time.perf_counter_ns, WalkRun()
+    gc_on = gc.isenabled()
+    gc.disable()
+    try:
+        for i, token in enumerate(walk + [None]):
+            t0 = clock()
+            words = session.fill()
+            run.mask_ns.append(clock() - t0)
+            if excluded is not None:
+                run.masks.append(allowed_ids(words, excluded))
+            if token is None:
+                break
+            if not allows(words, token):
+                run.stop = f"step {i + 1}: token {token} ({spell(token)}) not in the mask"
+                break
+            t0 = clock()
+            ok = session.accept(token)
+            run.accept_ns.append(clock() - t0)
+            if not ok:
+                run.stop = f"step {i + 1}: token {token} ({spell(token)}) refused by accept"
+                break
+    finally:
+        if gc_on:
+            gc.enable()
+    run.accepting = run.stop is None and bool(session.accepting())
+    return run
+
+
+# ---- agreement ----------------------------------------------------------------------------------
+@dataclass
+class Agreement:
+    """How an engine's masks relate to the reference (tokfst's agnostic index) along the walk."""
+
+    compared: int  # steps with both masks
+    differing: int  # steps where the relation fails
+    first: int | None = None  # first such step (1-based)
+    only_ref: int = 0  # at the first such step: ids only in the reference
+    only_other: int = 0  # ... ids only in the other mask
+    example: int | None = None  # one id of the difference
+
+    @property
+    def holds(self) -> bool:
+        return self.differing == 0
+
+
+def compare_masks(ref: list[np.ndarray], other: list[np.ndarray], subset: bool = False) -> Agreement:
+    """Equality (or, ``subset``, other within ref) of two mask sequences, step by step."""
+    n = min(len(ref), len(other))
+    bad = [i for i in range(n) if (other[i] & ~ref[i]).any() or (not subset and (ref[i] & ~other[i]).any())]
+    if not bad:
+        return Agreement(n, 0)
+    i = bad[0]
+    only_ref, only_other = np.flatnonzero(ref[i] & ~other[i]), np.flatnonzero(other[i] & ~ref[i])
+    example = int(only_other[0]) if len(only_other) else int(only_ref[0])
+    return Agreement(n, len(bad), i + 1, 0 if subset else len(only_ref), len(only_other), example)
+
+
+def without(mask: np.ndarray, ids: list[int]) -> np.ndarray:
+    """``mask`` with ``ids`` cleared (a peer's EOS choice, where the tokenizer names none)."""
+    if not ids:
+        return mask
+    out = mask.copy()
+    out[ids] = False
+    return out
+
+
+def describe(a: Agreement, subset: bool, other: str, spell=repr) -> str:
+    rel = "⊆ index" if subset else "= index"
+    if a.holds:
+        return f"{rel} at {a.compared}/{a.compared} steps"
+    parts = [] if subset else [f"{a.only_ref} only in the index"]
+    parts.append(f"{a.only_other} only in {other}")
+    return (f"not {rel} at {a.differing}/{a.compared} steps; first at step {a.first}: {', '.join(parts)} "
+            f"(e.g. {a.example} {spell(a.example)})")
+
+
+# ---- cells ---------------------------------------------------------------------------------------
+def one_line(err: Exception) -> str:
+    return f"{type(err).__name__}: {err}".split("\n")[0]
+
+
+def reason(cell: dict | None) -> str:
+    """What a skipped or failed cell says, for the table's text column ("" otherwise)."""
+    if not isinstance(cell, dict):
+        return ""
+    return {"skipped": cell.get("reason", ""), "error": f"error: {cell.get('error', '')}"}.get(cell["status"], "")
+
+
+def cells(runs: list[WalkRun]) -> dict:
+    """median, p99 (of the mask times) and accept (median) per run, as timing cells over the runs."""
+    def per_run(key, stat):
+        return common.ok([stat(getattr(r, key)) / 1e9 for r in runs]) if all(getattr(r, key) for r in runs) else None
+
+    return {"median": per_run("mask_ns", statistics.median),
+            "p99": per_run("mask_ns", lambda xs: float(np.percentile(xs, 99))),
+            "accept": per_run("accept_ns", statistics.median)}
+
+
+def speller(model) -> Callable[[int], str]:
+    """Token id -> its surface for messages."""
+    def spell(t: int) -> str:
+        s = model.surfaces[t] if 0 <= t < len(model.surfaces) else None
+        return repr(s.decode("utf-8", "replace")) if s else "no surface"
+
+    return spell
+
+
+def walk_text(run: WalkRun, truncated: bool) -> str:
+    if run.stop is not None:
+        return f"stopped at {run.stop}"
+    if truncated:
+        return "truncated (--steps)"
+    return "complete" if run.accepting else "not accepting at the end"
+
+
+# ---- rows ----------------------------------------------------------------------------------------
+def measure_regex(engs: list[engines.Engine], pattern: str, walks: dict[str, list[int]], truncated: bool,
+                  repeat: int, excluded: np.ndarray, spell, res: Results, label: str) -> list[dict]:
+    """The rows of one (tokenizer, regex): one per engine. ``walks``: "hf" (HF's ids, the canonical
+    engines' walk) and "surface" (the others': the same ids where they spell the sample; None if
+    no tokenization spells it)."""
+    from ..errors import LimitError, TokfstError
+
+    same = walks["hf"] == walks["surface"]
+    compiled, rows, engs_by_name = {}, {}, {e.name: e for e in engs}
+    for e in engs:
+        row = rows[e.name] = {"engine": e.name, "steps": 0, "walk": "", "detail": "", "agree": None}
+        why = e.missing or (None if e.name in engines.CANONICAL or walks["surface"] is not None
+                            else "no tokenization of the sample over the token surfaces")
+        if why is not None:
+            row["median"], row["detail"] = common.skipped(why), why
+            continue
+        try:
+            compiled[e.name] = e.compile(pattern)
+        except LimitError as err:
+            row["median"] = common.skipped(f"does not fit: {err.one_line()}")
+        except TokfstError as err:
+            row["median"] = common.error(err.one_line())
+        except Exception as err:  # noqa: BLE001 - a peer refuses the pattern: say so in the cell
+            row["median"] = common.error(one_line(err))
+        row["detail"] = reason(row.get("median"))
+    runs: dict[str, list[WalkRun]] = {n: [] for n in compiled}
+    for rep in range(repeat + 1):  # rep 0: untimed, records the masks
+        for e in engs:
+            if e.name not in runs or rows[e.name].get("median", {}).get("status") == "error":
+                continue
+            try:
+                session = e.session(compiled[e.name])
+                gc.collect()
+                walk = walks["hf" if e.name in engines.CANONICAL else "surface"]
+                runs[e.name].append(run_walk(session, walk, excluded if rep == 0 else None, spell))
+            except Exception as err:  # noqa: BLE001 - an engine failing mid-walk is a cell, not a crash
+                rows[e.name]["median"] = common.error(one_line(err))
+                rows[e.name]["detail"] = reason(rows[e.name]["median"])
+    done = {n: rs for n, rs in runs.items() if rows[n].get("median", {}).get("status") != "error"}
+    ref = done[engines.INDEX][0] if engines.INDEX in done else None
+    for name, rs in done.items():
+        row = rows[name]
+        first, timed = rs[0], rs[1:]
+        row.update(cells(timed), steps=len(first.mask_ns), walk=walk_text(first, truncated))
+        tokfst = name in engines.TOKFST
+        if name == engines.INDEX:
+            row["detail"] = "(the reference)"
+        if tokfst:
+            res.check(f"masks {label} {name}: the walk is allowed to the end",
+                      first.stop is None and (truncated or first.accepting), row["walk"])
+        if name in engines.CANONICAL and not same:
+            row["detail"] = "HF's ids do not spell the sample (normalizer): not compared with the index"
+        elif ref is not None and name != engines.INDEX:
+            eos = [t for t in engs_by_name[name].eos if 0 <= t < len(excluded)]
+            a = compare_masks([without(m, eos) for m in ref.masks], [without(m, eos) for m in first.masks],
+                              subset=tokfst)
+            row["agree"], row["detail"] = a.holds, describe(a, tokfst, name, spell)
+            if tokfst:
+                res.check(f"masks {label} {name}: canonical masks within the agnostic index's", a.holds, row["detail"])
+    for row in rows.values():
+        if row["engine"] in engines.TOKFST:
+            for peer in engines.PEERS:
+                row[f"vs_{peer}"] = common.ratio(rows.get(peer, {}).get("median"), row.get("median"))
+    return list(rows.values())
+
+
+def masks_table(tokenizers: list[tuple[str, str, bool]], regexes: dict[str, str], repeat: int, steps: int | None,
                 progress) -> Results:
+    from tokenizers import Tokenizer
+
     from .. import lexicon
-    from ..bpe import implicit
-    from ..bpe.product import factorize
-    from ..errors import TokfstError
-    from ..index import build_index
-    from ..pipeline import accept, promote
 
     res = Results()
     table = Table(
-        "masks", "Masks: per-step lookup time, tokfst index vs naive per-token partial match", repeat,
+        "masks", "Masks per decoding step along HF's tokenization, fresh states: tokfst vs peers", repeat,
         [("tokenizer", "tokenizer", "text"), ("vocab", "vocab", "int"), ("regex", "regex", "text"),
-         ("steps", "steps", "int"), ("naive", "naive", "time"), ("index", "tokfst index", "time"),
-         ("canonical", "tokfst canonical", "time"), ("speedup", "naive/index", "ratio"),
-         ("coalescence", "masks/states", "text"), ("equal", "naive = index", "bool")],
-        inputs={"regexes": regexes, "steps": steps, "inner": INNER},
-        plot={"x": "vocab", "y": ["naive", "index", "canonical"], "ylabel": "time per step (s), median over regexes",
-              "log": True, "where": "trained"},
+         ("engine", "engine", "text"), ("steps", "steps", "int"), ("median", "mask median", "time"),
+         ("p99", "mask p99", "time"), ("accept", "accept median", "time"),
+         ("vs_outlines-core", "outlines/this", "ratio"), ("vs_llguidance", "llguidance/this", "ratio"),
+         ("vs_xgrammar", "xgrammar/this", "ratio"), ("agree", "agrees", "bool"), ("walk", "walk", "text"),
+         ("detail", "masks vs tokfst index", "text")],
+        inputs={"regexes": regexes, "samples": {}, "walks": {}, "setup_s": {}, "max_steps": steps,
+                "versions": {d: common.version_of(d) for d in ("llguidance", "xgrammar", "torch", "transformers")}},
     )
-    for name, path, trained in tokenizers:
+    for name, path, _ in tokenizers:
         model = common.load_bpe(path)
-        lex = lexicon.lexicon(model)
-        imp = implicit.load_or_compile(model)
-        surfaces = model.surfaces
+        hf = Tokenizer.from_file(path)
+        excluded = ~np.array([bool(s) for s in model.surfaces])
+        setup = table.inputs["setup_s"][name] = {}
+        progress(f"masks: {name}: setting up the engines ...")
+        engs = engines.engines(model, path, lexicon.lexicon(model), setup.__setitem__)
+        spell = speller(model)
         for rname, pattern in regexes.items():
             progress(f"masks: {name}: {rname} ...")
-            row = {"tokenizer": name, "trained": trained, "vocab": model.vocab_size, "regex": rname}
-            try:
-                automaton = accept(pattern)
-                p = promote(model, automaton, lexicon=lex)
-            except TokfstError as e:
-                row["naive"] = common.error(e.one_line())
-                table.rows.append(row)
-                continue
-            index = build_index(p, model, pattern)
-            arrays = []
-            for m in index["masks"]:
-                a = np.zeros(model.vocab_size, bool)
-                a[m] = True
-                arrays.append(a)
-            mask_of = [st["mask"] for st in index["states"]]
-            fz = factorize(p, imp)
-            walked = walk(fz, steps, seed=len(rname))
-            k = len(walked)
-            row["steps"] = k
-            row["coalescence"] = f"{index['stats']['masks']}/{index['stats']['states']}"
-            if not walked:
-                table.rows.append(row)
-                continue
-            start, delta = byte_dfa(automaton.fst)
-            prefixes, acc = [], b""
-            for t, _ in walked:
-                prefixes.append(acc)
-                acc += surfaces[t]
-            states = [st for _, st in walked]
-            pstates = [st[0] for st in states]
-            naive = [naive_mask(start, delta, surfaces, pre) for pre in prefixes]
-            equal = all(np.array_equal(n, arrays[mask_of[q]]) for n, q in zip(naive, pstates))
-            row["equal"] = equal
-            res.check(f"masks {name} {rname}: naive mask = index mask at every step", equal, f"{k} steps")
-            cell, _ = common.measure(repeat, lambda: [naive_mask(start, delta, surfaces, pre) for pre in prefixes])
-            row["naive"] = common.per_unit(cell, k)
-            cell, _ = common.measure(repeat, lambda: [arrays[mask_of[q]] for _ in range(INNER) for q in pstates])
-            row["index"] = common.per_unit(cell, k * INNER)
-            cell, _ = common.measure(repeat, lambda: [fz.mask(st) for _ in range(INNER // 10) for st in states],
-                                     warmup=True)
-            row["canonical"] = common.per_unit(cell, k * (INNER // 10))
-            row["speedup"] = common.ratio(row["naive"], row["index"])
-            table.rows.append(row)
+            text = table.inputs["samples"][rname] = sample_text(pattern)
+            ids = hf.encode(text, add_special_tokens=False).ids
+            full = {"hf": ids, "surface": ids if spells(model, ids, text) else longest_match(model, text)}
+            walks = table.inputs["walks"].setdefault(name, {})[rname] = {k: w[:steps] if steps and w else w
+                                                                        for k, w in full.items()}
+            truncated = any(w is not None and len(walks[k]) < len(w) for k, w in full.items())
+            for row in measure_regex(engs, pattern, walks, truncated, repeat, excluded, spell, res, f"{name} {rname}"):
+                table.rows.append({"tokenizer": name, "vocab": model.vocab_size, "regex": rname, **row})
     table.notes += [
-        f"One canonical walk of up to {steps} tokens per regex (fixed seed); times per step, medians of {repeat} "
-        f"runs. naive: every token's surface appended to the prefix and the regex's byte DFA re-run from the "
-        f"start (Python). index: the state's coalesced numpy mask from build_index ({INNER} lookups per step "
-        f"per run). canonical: Factorized.mask (agnostic mask AND the implicit A_BPE's class mask, "
-        f"{INNER // 10} per step per run).",
-        "masks/states: distinct masks / states of the agnostic index (coalescence). naive = index: the two "
-        "masks are equal at every step.",
+        "The walk: HF's encode(sample, add_special_tokens=False).ids of one fixed sample string per regex "
+        "(inputs.samples). steps: masks computed along it (one per token, and the one after the last token, where "
+        "EOS is chosen). Every engine starts each walk from a fresh session (tokfst: a fresh decoder, the "
+        "factorized one reloaded from its artifact bytes; peers: a new Guide/LLMatcher/GrammarMatcher), so each "
+        f"mask is the first lookup at its state. mask: the bitmask ready for logits (packed int32 words); "
+        f"median and p99 over the steps of a walk, medians over {repeat} timed walks after an untimed one. "
+        "accept: the token's advance. Where HF's ids do not spell the sample (a normalizer: Llama-2's prefix '▁'), "
+        "the agnostic index and the peers, which read token surfaces, follow the longest-match tokenization of the "
+        "sample instead (inputs.walks: hf, surface), and the canonical rows are not compared with the index.",
+        "x/this: the peer's median mask time over this engine's (above 1: this engine is faster). agrees: the mask "
+        "equals tokfst's agnostic index mask at every step (peers) or lies inside it (canonical forms), as sets of "
+        "token ids with EOS and special tokens left out. walk: complete, or where a token of HF's tokenization "
+        "was not allowed.",
     ]
     res.tables.append(table)
     return res

@@ -21,11 +21,12 @@ from ..errors import InputError, TokfstError
 from . import common
 
 PAPER = ("table1", "table2", "paragraph", "peers", "masks")  # what "all" runs: the issue #5 report
-MODES = PAPER + ("promote", "canonical", "maxmatch", "check", "compile")
-CORPUS_MODES = {"table1", "table2", "paragraph", "masks"}  # train BPE tokenizers on the corpus
-PLOTTED = {"table1", "table2", "paragraph", "masks"}  # modes with a scaling table
+MODES = PAPER + ("promote", "canonical", "maxmatch", "check", "compile", "logits", "ready")
+CORPUS_MODES = {"table1", "table2", "paragraph"}  # train BPE tokenizers on the corpus
+PLOTTED = {"table1", "table2", "paragraph"}  # modes with a scaling table
 FAMILY = {"table2": "bpe", "paragraph": "bpe", "peers": "bpe", "masks": "bpe", "canonical": "bpe",
-          "maxmatch": "wordpiece", "promote": None, "check": None, "compile": "bpe"}  # of the --tokenizer tokenizers; table1 uses none
+          "maxmatch": "wordpiece", "promote": None, "check": None, "compile": "bpe", "logits": None,
+          "ready": None}  # of the --tokenizer tokenizers; table1 uses none
 
 
 @dataclass
@@ -46,7 +47,7 @@ class Request:
     named: str | None = None
     trials: int = 100
     paragraph_chars: int = 1200
-    steps: int = 8
+    steps: int | None = None  # masks: at most this many tokens of each walk (None: all)
     max_arcs: int = 50_000_000
     lines: int = 20_000
     rss_mb: str = "10,100"
@@ -158,7 +159,7 @@ def plan(req: Request) -> Plan:
     if req.plot is not None:
         if not PLOTTED & set(modes):
             raise InputError(f"{req.mode} has no scaling table to plot",
-                             "plot table1, table2, paragraph, masks or all", hint="bench-plot")
+                             "plot table1, table2, paragraph or all", hint="bench-plot")
         from .report import check_plot_target
 
         check_plot_target(req.plot)
@@ -171,7 +172,7 @@ def plan(req: Request) -> Plan:
     families = {FAMILY[m] for m in modes if m in FAMILY}
     extra = tokenizers(req.tokenizer or ["gpt2"], next(iter(families)) if len(families) == 1 else "bpe",
                        used=bool(families))
-    wants_regexes = {"peers", "masks", "promote", "canonical", "maxmatch", "check"} & set(modes)
+    wants_regexes = {"peers", "masks", "promote", "canonical", "maxmatch", "check", "logits", "ready"} & set(modes)
     if "check" in modes:
         rss_sizes(req.rss_mb)
     patterns = regexes(req.regex, req.regex_file, req.named) if wants_regexes else None
@@ -188,7 +189,11 @@ def regex_set(mode: str, chosen: dict[str, str] | None) -> dict[str, str]:
         from .check import REGEXES
 
         return dict(REGEXES)
-    return {"promote": catalogue.six, "canonical": catalogue.six,
+    if mode == "masks":
+        from .masks import default_regexes
+
+        return default_regexes()
+    return {"promote": catalogue.six, "canonical": catalogue.six, "logits": catalogue.six, "ready": catalogue.six,
             "maxmatch": catalogue.maxmatch_set}.get(mode, catalogue.default_set)()
 
 
@@ -252,7 +257,7 @@ def run_mode(mode: str, p: Plan, corp, text: str | None, trained: list, progress
     if mode == "masks":
         from .masks import masks_table
 
-        return masks_table(trained + extra, regex_set(mode, p.regexes), r.repeat, r.steps, progress)
+        return masks_table(extra, regex_set(mode, p.regexes), r.repeat, r.steps, progress)
     if mode == "promote":
         from .promote import promote_table
 
@@ -273,6 +278,14 @@ def run_mode(mode: str, p: Plan, corp, text: str | None, trained: list, progress
         from .compile import compile_table
 
         return compile_table(extra, r.repeat, progress)
+    if mode == "logits":
+        from .logits import logits_table
+
+        return logits_table(extra, regex_set(mode, p.regexes), r.repeat, progress)
+    if mode == "ready":
+        from .ready import ready_table
+
+        return ready_table(extra, regex_set(mode, p.regexes), r.repeat, progress)
     raise ValueError(f"unknown bench mode {mode}")
 
 

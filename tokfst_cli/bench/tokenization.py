@@ -119,7 +119,7 @@ class ViaAutomaton:
     def __init__(self, path: str, max_arcs: int, progress, name: str):
         from .. import lexicon
         from ..bpe import implicit
-        from ..bpe.product import stepper
+        from ..bpe.word import stepper
         from ..reference import HfReference
         from ..errors import InputError
         from .size import count_explicit

@@ -20,17 +20,21 @@ START = -1
 
 def successors(imp: ImplicitBpe, cls: int, rep: int, fb: int) -> np.ndarray:
     """Bool mask of tokens allowed after a token of class ``cls`` (representative ``rep``) in fallback state fb."""
-    ok = imp.allowed.copy()
+    ok = imp.allowed & fallback_ok(imp, fb)
     if cls == START:
         ok &= imp.may_start
     else:
         ok &= ~imp.banned_row(rep)
+    return ok
+
+
+def fallback_ok(imp: ImplicitBpe, fb: int) -> np.ndarray:
+    """Tokens the byte-fallback DFA lets through from state fb: inside a character only fallback
+    tokens, and a fallback token only where the DFA moves."""
     is_fb = imp.fb_byte >= 0
-    if fb != 0:
-        ok &= is_fb
+    ok = is_fb.copy() if fb != 0 else np.ones(imp.vocab_size, bool)
     if is_fb.any():
-        moves = imp.fb_delta[fb, np.clip(imp.fb_byte, 0, 255)] >= 0
-        ok &= ~is_fb | moves
+        ok &= ~is_fb | (imp.fb_delta[fb, np.clip(imp.fb_byte, 0, 255)] >= 0)
     return ok
 
 

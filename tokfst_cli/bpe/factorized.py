@@ -1,13 +1,17 @@
 """Stage C for BPE, factorized output: the agnostic automaton + implicit A_BPE in one file (seed 000 Sec. 6.5).
 
-Format ``tokfst-factorized`` version 2, integers little-endian:
+Format ``tokfst-factorized`` version 3, integers little-endian:
     magic    b"TOKFSTFAC\\0"
     u32      header length H, then H bytes of JSON: format, version, fingerprint, regex,
              start, states, arcs, sha256 (of the rest of the file), implicit_bytes, and
              ``marked`` (true: the automaton is S_M over pre-tokenized text, whose pre-token
              boundary is the label one past the last token id; ``bpe.pretokenized``)
+             ``live``: {pairs, width, specials}, the co-reachability table's sizes
     payload  zlib-compressed: offsets int64[states + 1], labels int32[arcs] (token ids,
-             sorted per state), nexts int32[arcs], finals uint8[states]
+             sorted per state), nexts int32[arcs], finals uint8[states]; then the live
+             units (``liveness``): pair keys int64[pairs], live bits uint8[pairs, width]
+             (one bit per class and WHOLE, packed), special keys int64[specials], special
+             live uint8[specials]
     then     the implicit A_BPE artifact (``implicit.to_bytes``), implicit_bytes long
 
 Python API: ``load(path, model=None)`` returns a ``product.Factorized`` (or, marked, a
@@ -20,37 +24,39 @@ from __future__ import annotations
 import zlib
 
 import numpy as np
-import pynini
-
 from ..artifacts import pack, read_artifact, unpack
 from ..errors import InputError
 from ..tokenizer import TokenizerModel
 from . import implicit
-from .product import Factorized, sorted_arcs
+from .product import Factorized
 
 MAGIC = b"TOKFSTFAC\0"
 FORMAT = "tokfst-factorized"
-VERSION = 2
+VERSION = 3  # 3: the co-reachability table (``liveness``) after the arcs
 
 
-def to_bytes(agnostic: pynini.Fst, imp: implicit.ImplicitBpe, pattern: str, marked: bool = False) -> bytes:
-    zero = pynini.Weight.zero(agnostic.weight_type())
-    n = agnostic.num_states()
-    labels, nexts, offsets = [], [], [0]
-    for s in range(n):
-        lab, nxt = sorted_arcs(agnostic, s)
-        labels.append(lab)
-        nexts.append(nxt)
-        offsets.append(offsets[-1] + len(lab))
-    finals = np.array([agnostic.final(s) != zero for s in range(n)], np.uint8)
-    payload = zlib.compress(b"".join([np.array(offsets, "<i8").tobytes(),
-                                      np.concatenate(labels or [np.zeros(0)]).astype("<i4").tobytes(),
-                                      np.concatenate(nexts or [np.zeros(0)]).astype("<i4").tobytes(),
-                                      finals.tobytes()]), 6)
+def to_bytes(decoder, pattern: str) -> bytes:
+    """The artifact of a factorized decoder (``product.Factorized`` or ``pretokenized.MarkedFactorized``)."""
+    marked = not isinstance(decoder, Factorized)
+    n = len(decoder.finals)
+    lab, nxt = zip(*(decoder._arcs(s) for s in range(n))) if n else ((), ())
+    offsets = np.r_[0, np.cumsum([len(x) for x in lab])].astype("<i8")
+    live = decoder.live.to_arrays()
+    width = live["live_bits"].shape[1] if live["live_bits"].ndim == 2 else 0
+    payload = zlib.compress(b"".join([offsets.tobytes(),
+                                      np.concatenate(lab or [np.zeros(0)]).astype("<i4").tobytes(),
+                                      np.concatenate(nxt or [np.zeros(0)]).astype("<i4").tobytes(),
+                                      decoder.finals.astype(np.uint8).tobytes(),
+                                      live["pair_keys"].astype("<i8").tobytes(),
+                                      np.ascontiguousarray(live["live_bits"], np.uint8).tobytes(),
+                                      live["special_keys"].astype("<i8").tobytes(),
+                                      live["special_live"].astype(np.uint8).tobytes()]), 6)
+    imp = decoder.imp
     imp_bytes = implicit.to_bytes(imp)
     header = {"format": FORMAT, "version": VERSION, "marked": marked, "fingerprint": imp.fingerprint, "regex": pattern,
-              "start": agnostic.start(), "states": n, "arcs": offsets[-1], "payload_bytes": len(payload),
-              "implicit_bytes": len(imp_bytes)}
+              "start": int(decoder.start), "states": n, "arcs": int(offsets[-1]), "payload_bytes": len(payload),
+              "implicit_bytes": len(imp_bytes),
+              "live": {"pairs": len(live["pair_keys"]), "width": width, "specials": len(live["special_keys"])}}
     return pack(MAGIC, header, payload + imp_bytes)
 
 
@@ -68,21 +74,32 @@ def from_bytes(data: bytes, model: TokenizerModel | None = None, source: str = "
         return InputError(f"{path} is damaged ({why})", "rebuild it", hint="rebuild-factorized")
 
     fields = {k: header.get(k) for k in ("states", "arcs", "start", "payload_bytes")}
+    lv = header.get("live")
+    fields.update({k: lv.get(k) for k in ("pairs", "width", "specials")} if isinstance(lv, dict) else {"pairs": None})
     if any(type(v) is not int or v < 0 for v in fields.values()) or not isinstance(header.get("fingerprint"), str):
         raise damaged("header fields")
     n, m, start, size = fields["states"], fields["arcs"], fields["start"], fields["payload_bytes"]
+    npair, width, nspec = fields["pairs"], fields["width"], fields["specials"]
     if model is not None and model.fingerprint != header["fingerprint"]:
         raise InputError(f"{path} was built for another tokenizer", "rebuild it for this tokenizer")
     try:
         raw = zlib.decompress(body[:size])
     except zlib.error:
         raise damaged("payload does not decompress") from None
-    if len(raw) != 8 * (n + 1) + 8 * m + n or not start < n:
+    at = np.cumsum([0, 8 * (n + 1), 4 * m, 4 * m, n, 8 * npair, npair * width, 8 * nspec, nspec])
+    if len(raw) != at[-1] or not start < n:
         raise damaged("payload size")
-    offsets = np.frombuffer(raw, "<i8", n + 1, 0)
-    labels = np.frombuffer(raw, "<i4", m, 8 * (n + 1)).astype(np.int64)
-    nexts = np.frombuffer(raw, "<i4", m, 8 * (n + 1) + 4 * m).astype(np.int64)
-    finals = np.frombuffer(raw, np.uint8, n, 8 * (n + 1) + 8 * m)
+    offsets = np.frombuffer(raw, "<i8", n + 1, at[0])
+    labels = np.frombuffer(raw, "<i4", m, at[1]).astype(np.int64)
+    nexts = np.frombuffer(raw, "<i4", m, at[2]).astype(np.int64)
+    finals = np.frombuffer(raw, np.uint8, n, at[3])
+    live = {"pair_keys": np.frombuffer(raw, "<i8", npair, at[4]).astype(np.int64),
+            "live_bits": np.frombuffer(raw, np.uint8, npair * width, at[5]).reshape(npair, width),
+            "special_keys": np.frombuffer(raw, "<i8", nspec, at[6]).astype(np.int64),
+            "special_live": np.frombuffer(raw, np.uint8, nspec, at[7])}
+    for k in ("pair_keys", "special_keys"):
+        if len(live[k]) and (live[k][0] < 0 or (np.diff(live[k]) <= 0).any()):
+            raise damaged("co-reachability table")
     if offsets[0] != 0 or offsets[-1] != m or (np.diff(offsets) < 0).any():
         raise damaged("state offsets")
     if (m and (labels.min() < 0 or nexts.min() < 0 or nexts.max() >= n)) or (finals > 1).any():
@@ -98,5 +115,15 @@ def from_bytes(data: bytes, model: TokenizerModel | None = None, source: str = "
     if marked:
         from .pretokenized import MarkedFactorized
 
-        return MarkedFactorized(arcs, finals, start, imp)
-    return Factorized(arcs, finals, start, imp)
+        return _with_live(MarkedFactorized, arcs, finals, start, imp, live, damaged)
+    return _with_live(Factorized, arcs, finals, start, imp, live, damaged)
+
+
+def _with_live(kind, arcs, finals, start, imp, live, damaged):
+    """The decoder with the stored co-reachability table (its width checked against the classes)."""
+    from .liveness import Liveness
+
+    try:
+        return kind(arcs, finals, start, imp, live=lambda word, arcs3: Liveness.from_arrays(word, arcs3, live))
+    except ValueError:
+        raise damaged("co-reachability table") from None

@@ -22,101 +22,13 @@ import numpy as np
 import pynini
 
 from ..artifacts import fst_from_arrays
-from ..errors import DisallowedTokenError, EmptyLanguageError, InputError, LimitError
-from .explicit import START
+from ..errors import DisallowedTokenError, EmptyLanguageError, LimitError
+from ..matcher import Steps
 from .implicit import ImplicitBpe
-from .product import labels_mask, sorted_arcs, stepper
+from .product import sorted_arcs_reader
+from .word import START, Word
 
-WHOLE = -2  # after a token ignore_merges allows only as the whole word
-DEAD = -1  # trie node: this word is no replaced sequence
 Member = tuple[int, int, int, int]  # (state of S_M or R, class, fallback state, trie node)
-
-
-class Word:
-    """A_BPE on one pre-token: allowed tokens, next state and word end for (class, fb, node)."""
-
-    def __init__(self, imp: ImplicitBpe):
-        self.imp, self.step = imp, stepper(imp)
-        self.classes = self.step.classes
-        self.vocab_size = imp.vocab_size
-        kids: dict[int, dict[int, int]] = {}
-        self.complete: set[int] = set()
-        count = 1  # node 0 is the root (word start)
-        for seq in imp.derived.get("replaced", {}).values():
-            node = 0
-            for t in seq:
-                nxt = kids.setdefault(node, {}).get(t)
-                if nxt is None:
-                    nxt = kids[node][t] = count
-                    count += 1
-                node = nxt
-            if len(seq) > 1:
-                self.complete.add(node)
-        self.kids = {n: (np.array(sorted(d), np.int64), np.array([d[t] for t in sorted(d)], np.int64))
-                     for n, d in kids.items()}
-        self._kid_maps = kids
-        self.nodes = count
-        self.has_alone = bool(imp.alone.any())
-        if self.has_alone and "replaced" not in imp.derived:
-            raise InputError("this artifact's tokenizer uses ignore_merges", "load it with the tokenizer (model=...)")
-
-    def allowed(self, cls: int, fb: int) -> np.ndarray:
-        """Bool mask over token ids: the tokens that may come next in the word."""
-        if cls == WHOLE:
-            return np.zeros(self.vocab_size, bool)
-        m = self.step.mask(cls, fb)
-        if cls == START and self.has_alone:
-            m = m | self.imp.alone
-        return m
-
-    def allows(self, cls: int, fb: int, t: int) -> bool:
-        """``allowed(cls, fb)[t]`` without building the mask (``explicit.successors`` per token)."""
-        imp = self.imp
-        if cls == WHOLE:
-            return False
-        if cls == START and imp.alone[t]:
-            return True
-        if not imp.allowed[t]:
-            return False
-        if cls == START:
-            ok = bool(imp.may_start[t])
-        else:
-            ok = not bool(imp.banned(np.array([self.step.reps[cls]]), np.array([t]))[0])
-        b = int(imp.fb_byte[t])
-        if fb != 0 and b < 0:
-            return False
-        return ok and (b < 0 or imp.fb_delta[fb, b] >= 0)
-
-    def after(self, cls: int, fb: int, node: int, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(class, fb, node) after each of ``labels`` (all allowed)."""
-        c = self.classes[labels]
-        f = self.step.next_fb(fb)[labels]
-        if cls == START and self.has_alone:
-            alone = self.imp.alone[labels]
-            c = np.where(alone, WHOLE, c)
-            f = np.where(alone, 0, f)
-        n = np.full(len(labels), DEAD, np.int64)
-        if node != DEAD and node in self.kids:
-            toks, nodes = self.kids[node]
-            pos = np.clip(np.searchsorted(toks, labels), 0, len(toks) - 1)
-            hit = toks[pos] == labels
-            n[hit] = nodes[pos[hit]]
-        if cls == START and self.has_alone:
-            n = np.where(self.imp.alone[labels], DEAD, n)
-        return c, f, n
-
-    def after1(self, fb: int, node: int, t: int) -> tuple[int, int]:
-        """(fb, node) after one token t inside a word (not a whole-word token): ``after`` for one."""
-        f = int(self.step.next_fb(fb)[t])
-        if node == DEAD or node not in self._kid_maps:
-            return f, DEAD
-        return f, self._kid_maps[node].get(t, DEAD)
-
-    def ends(self, cls: int, fb: int, node: int) -> bool:
-        """May the word end here?"""
-        if cls == WHOLE:
-            return True
-        return self.step.final(cls, fb) and node not in self.complete
 
 
 def materialize(marked: pynini.Fst, imp: ImplicitBpe, marker: int, max_arcs: int = 2_000_000) -> pynini.Fst:
@@ -140,7 +52,7 @@ def materialize(marked: pynini.Fst, imp: ImplicitBpe, marker: int, max_arcs: int
         p, c = divmod(k, n_cls)
         return p, c - 2, f, n - 1
 
-    arcs = _arcs_by_state(marked)
+    arcs = sorted_arcs_reader(marked)
     ids = {key(marked.start(), START, 0, 0): 0}
     order = list(ids)
     src_l, lab_l, dst_l = [], [], []
@@ -192,30 +104,23 @@ def materialize(marked: pynini.Fst, imp: ImplicitBpe, marker: int, max_arcs: int
     return f
 
 
-def _arcs_by_state(fst: pynini.Fst) -> Callable[[int], tuple[np.ndarray, np.ndarray]]:
-    """state -> (token ids sorted, next states), read in bulk (``promote.arc_arrays``)."""
-    from ..promote import arc_arrays
-
-    src, label, dst = arc_arrays(fst)
-    order = np.lexsort((label, src))
-    src, label, dst = src[order], label[order] - 1, dst[order]
-    bounds = np.searchsorted(src, np.arange(fst.num_states() + 1))
-    return lambda p: (label[bounds[p]:bounds[p + 1]], dst[bounds[p]:bounds[p + 1]])
-
-
-class MarkedFactorized:
+class MarkedFactorized(Steps):
     """S_M and the per-word A_BPE combined at lookup time; a state is a set of members (Python API).
 
     ``arcs(p)`` gives S_M's sorted token ids (the boundary, one past the last id, comes last) and
-    next states."""
+    next states. Only tokens after which a canonical completion exists are offered: the
+    co-reachability table (``liveness``) is computed here, or read by ``live(word, arcs)``."""
 
     def __init__(self, arcs: Callable[[int], tuple[np.ndarray, np.ndarray]], finals: np.ndarray, start: int,
-                 imp: ImplicitBpe):
+                 imp: ImplicitBpe, live=None):
+        from .liveness import compute
+
         self._arcs, self.finals, self.start, self.imp = arcs, finals, start, imp
         self.word = Word(imp)
         self.bound = imp.vocab_size
         self._cache: dict[int, tuple[np.ndarray, np.ndarray, int]] = {}
-        self._allowed: dict[int, np.ndarray] = {}
+        self.live = live(self.word, self.arcs) if live is not None else compute(self.word, self.arcs, finals, start)
+        self.live.warm()
 
     def arcs(self, p: int) -> tuple[np.ndarray, np.ndarray, int]:
         """Token ids, next states, and the state after a boundary (-1: none) of S_M's state p."""
@@ -227,9 +132,6 @@ class MarkedFactorized:
                 after, labels, nexts = int(nexts[-1]), labels[:-1], nexts[:-1]
             got = self._cache[p] = (labels, nexts, after)
         return got
-
-    def _allowed_p(self, p: int) -> np.ndarray:
-        return labels_mask(self._allowed, p, lambda: self.arcs(p)[0], self.imp.vocab_size)
 
     def _closure(self, members: set[Member]) -> frozenset[Member]:
         out = set(members)
@@ -243,20 +145,23 @@ class MarkedFactorized:
         return self._closure({(self.start, START, 0, 0)})
 
     def mask(self, state: frozenset[Member]) -> np.ndarray:
-        m = np.zeros(self.imp.vocab_size, bool)
-        for p, c, fb, _ in state:
-            m |= self._allowed_p(p) & self.word.allowed(c, fb)
-        return m
+        m = None
+        for p, c, fb, node in state:
+            x = self.live.tokens(p, c, fb, node) & self.word.allowed(c, fb)
+            m = x if m is None else np.bitwise_or(m, x, out=m)
+        return m if m is not None else np.zeros(self.imp.vocab_size, bool)
 
     def advance(self, state: frozenset[Member], token: int) -> frozenset[Member]:
         nxt: set[Member] = set()
+        live = False
         for p, c, fb, node in state:
             labels, nexts, _ = self.arcs(p)
-            i = np.searchsorted(labels, token)
+            i = int(np.searchsorted(labels, token))
             if i < len(labels) and labels[i] == token and self.word.allows(c, fb, token):
-                cs, fs, ns = self.word.after(c, fb, node, np.array([token]))
+                cs, fs, ns = self.word.after(c, fb, node, labels[i:i + 1])
                 nxt.add((int(nexts[i]), int(cs[0]), int(fs[0]), int(ns[0])))
-        if not nxt:
+                live = live or bool(self.live.live_next(p, c, fb, node)[i])
+        if not live:
             raise DisallowedTokenError(token, state)
         return self._closure(nxt)
 
@@ -265,7 +170,7 @@ class MarkedFactorized:
 
 
 def factorize(marked: pynini.Fst, imp: ImplicitBpe) -> MarkedFactorized:
-    """Wrap S_M and A_BPE; nothing is expanded until it is looked up."""
+    """Wrap S_M and A_BPE; their co-reachability is computed, nothing else is expanded."""
     zero = pynini.Weight.zero(marked.weight_type())
     finals = np.array([marked.final(s) != zero for s in range(marked.num_states())])
-    return MarkedFactorized(lambda p: sorted_arcs(marked, p), finals, marked.start(), imp)
+    return MarkedFactorized(sorted_arcs_reader(marked), finals, marked.start(), imp)

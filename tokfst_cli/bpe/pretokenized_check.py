@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import InputError
 from .implicit import ImplicitBpe
-from .pretokenized import Word
+from .word import Word
 
 MODE_START, MODE_IN, MODE_WHOLE = 0, 1, 2
 Member = tuple[int, int, int, int]

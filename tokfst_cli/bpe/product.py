@@ -10,63 +10,19 @@ mask(p, s) = allowed(p) minus BANNED(s), next((p, s), v) = (delta_S(p, v), step(
 
 from __future__ import annotations
 
+from collections.abc import Callable
 
 import numpy as np
 import pynini
 
 from ..artifacts import fst_from_arrays
-from ..errors import DisallowedTokenError, EmptyLanguageError, InputError, LimitError
-from .explicit import START, ignore_merges_correction, successors
+from ..errors import DisallowedTokenError, EmptyLanguageError, LimitError
+from ..matcher import Steps
+from .explicit import START, ignore_merges_correction
 from .implicit import ImplicitBpe
+from .word import Word, stepper
 
 State = tuple[int, int, int, int]  # (state of S, class of last token | START | WHOLE, fallback state, trie node)
-WHOLE = -2  # after a token that ignore_merges allows only as the whole word
-
-
-class Stepper:
-    """The implicit A_BPE as a deterministic automaton over token ids, with cached masks."""
-
-    def __init__(self, imp: ImplicitBpe):
-        self.imp = imp
-        self.classes = imp.classes()
-        ids, first = np.unique(self.classes, return_index=True)
-        self.reps = dict(zip(ids.tolist(), first.tolist()))
-        self._masks: dict[tuple[int, int], np.ndarray] = {}
-        self._next_fb: dict[int, np.ndarray] = {}
-
-    def next_fb(self, fb: int) -> np.ndarray:
-        """Fallback-DFA state after each token, from state fb (0 for ordinary tokens)."""
-        arr = self._next_fb.get(fb)
-        if arr is None:
-            b = self.imp.fb_byte
-            arr = self._next_fb[fb] = np.where(b >= 0, self.imp.fb_delta[fb, np.clip(b, 0, 255)], 0)
-        return arr
-
-    def mask(self, cls: int, fb: int) -> np.ndarray:
-        key = (cls, fb)
-        m = self._masks.get(key)
-        if m is None:
-            m = self._masks[key] = successors(self.imp, cls, self.reps.get(cls, -1), fb)
-        return m
-
-    def final(self, cls: int, fb: int) -> bool:
-        return fb == 0 and bool(self.imp.fb_final[0]) and (cls == START or bool(self.imp.may_end[self.reps[cls]]))
-
-
-def stepper(imp: ImplicitBpe) -> Stepper:
-    """One Stepper per loaded artifact (its class masks are shared by every promotion)."""
-    if "stepper" not in imp.derived:
-        imp.derived["stepper"] = Stepper(imp)
-    return imp.derived["stepper"]
-
-
-def labels_mask(cache: dict, p: int, labels, size: int) -> np.ndarray:
-    """Bool mask of the token ids ``labels()`` of state p, cached in ``cache``."""
-    a = cache.get(p)
-    if a is None:
-        a = cache[p] = np.zeros(size, bool)
-        a[labels()] = True
-    return a
 
 
 def sorted_arcs(fst: pynini.Fst, p: int) -> tuple[np.ndarray, np.ndarray]:
@@ -74,6 +30,16 @@ def sorted_arcs(fst: pynini.Fst, p: int) -> tuple[np.ndarray, np.ndarray]:
     arr = np.array([(a.ilabel - 1, a.nextstate) for a in fst.arcs(p)], np.int64).reshape(-1, 2)
     order = np.argsort(arr[:, 0], kind="stable")
     return arr[order, 0], arr[order, 1]
+
+
+def sorted_arcs_reader(fst: pynini.Fst) -> Callable[[int], tuple[np.ndarray, np.ndarray]]:
+    """state -> (token ids sorted, next states), read in bulk (``artifacts.fst_arrays``, ``index.by_label``)."""
+    from ..artifacts import fst_arrays
+    from ..index import by_label
+
+    a = fst_arrays(fst)
+    bounds, label, dst = by_label(a.src, a.ilabel - 1, a.nextstate, len(a.final))
+    return lambda p: (label[bounds[p]:bounds[p + 1]], dst[bounds[p]:bounds[p + 1]])
 
 
 def materialize(agnostic: pynini.Fst, imp: ImplicitBpe, max_arcs: int = 2_000_000) -> pynini.Fst:
@@ -139,37 +105,34 @@ def materialize(agnostic: pynini.Fst, imp: ImplicitBpe, max_arcs: int = 2_000_00
     return f
 
 
-class Factorized:
+class Factorized(Steps):
     """The agnostic automaton and the implicit A_BPE, combined at lookup time (Python API).
 
-    Per-state arrays of S are read on first use, so wrapping costs nothing up front.
+    Per-state arrays of S are read on first use. Only tokens after which a canonical completion
+    exists are offered: the co-reachability table (``liveness``) is computed here, or read by
+    ``live(word, arcs)``.
     """
 
-    def __init__(self, arcs, finals: np.ndarray, start: int, imp: ImplicitBpe):
+    def __init__(self, arcs, finals: np.ndarray, start: int, imp: ImplicitBpe, live=None):
+        from .liveness import compute
+
         self._arcs = arcs  # state -> (sorted token ids, next states), or a function computing it
         self.finals = finals
         self.start = start
-        if imp.alone.any() and "replaced" not in imp.derived:
-            raise InputError("this artifact's tokenizer uses ignore_merges", "load it with the tokenizer (model=...)")
-        # ignore_merges: the merge tokenizations replaced by one token, as a trie from the word start
-        self._children: dict[tuple[int, int], int] = {}
-        self._complete: set[int] = set()
-        for seq in imp.derived.get("replaced", {}).values():
-            node = 0
-            for t in seq:
-                node = self._children.setdefault((node, t), len(self._children) + 1)
-            if len(seq) > 1:
-                self._complete.add(node)
         self.imp = imp
-        self.step = stepper(imp)
-        self._allowed: dict[int, np.ndarray] = {}
+        self.word = Word(imp)
         self._cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self.live = live(self.word, self.arcs3) if live is not None else compute(self.word, self.arcs3, finals, start)
+        self.live.warm()
 
     def arcs(self, p: int) -> tuple[np.ndarray, np.ndarray]:
         got = self._cache.get(p)
         if got is None:
             got = self._cache[p] = self._arcs(p)
         return got
+
+    def arcs3(self, p: int) -> tuple[np.ndarray, np.ndarray, int]:
+        return (*self.arcs(p), -1)
 
     @property
     def masks(self) -> list[np.ndarray]:
@@ -179,42 +142,31 @@ class Factorized:
     def nexts(self) -> list[np.ndarray]:
         return [self.arcs(p)[1] for p in range(len(self.finals))]
 
-    def _allowed_p(self, p: int) -> np.ndarray:
-        return labels_mask(self._allowed, p, lambda: self.arcs(p)[0], self.imp.vocab_size)
-
     def initial(self) -> State:
         return (self.start, START, 0, 0)
 
     def mask(self, state: State) -> np.ndarray:
-        """Bool mask over token ids: the tokens allowed next."""
-        p, cls, fb, _ = state
-        if cls == WHOLE:
-            return np.zeros(self.imp.vocab_size, bool)
-        m = self._allowed_p(p) & self.step.mask(cls, fb)
-        if cls == START and self.imp.alone.any():
-            m |= self._allowed_p(p) & self.imp.alone
-        return m
+        """Bool mask over token ids: the tokens after which a canonical completion exists."""
+        p, cls, fb, node = state
+        return self.live.tokens(p, cls, fb, node) & self.word.allowed(cls, fb)
 
     def advance(self, state: State, token: int) -> State:
         p, cls, fb, node = state
         labels, nexts = self.arcs(p)
-        i = np.searchsorted(labels, token)
-        if i >= len(labels) or labels[i] != token or not self.mask(state)[token]:
+        i = int(np.searchsorted(labels, token))
+        if not (i < len(labels) and labels[i] == token and self.word.allows(cls, fb, token)
+                and self.live.live_next(p, cls, fb, node)[i]):
             raise DisallowedTokenError(token, state)
-        if self.imp.alone[token]:
-            return (int(nexts[i]), WHOLE, 0, -1)
-        node = self._children.get((node, token), -1) if node >= 0 else -1
-        return (int(nexts[i]), int(self.step.classes[token]), int(self.step.next_fb(fb)[token]), node)
+        cs, fs, ns = self.word.after(cls, fb, node, labels[i:i + 1])
+        return (int(nexts[i]), int(cs[0]), int(fs[0]), int(ns[0]))
 
     def is_final(self, state: State) -> bool:
         p, cls, fb, node = state
-        if cls == WHOLE:
-            return bool(self.finals[p])
-        return bool(self.finals[p]) and self.step.final(cls, fb) and node not in self._complete
+        return bool(self.finals[p]) and self.word.ends(cls, fb, node)
 
 
 def factorize(agnostic: pynini.Fst, imp: ImplicitBpe) -> Factorized:
-    """Wrap S and the implicit A_BPE; nothing is expanded until it is looked up."""
+    """Wrap S and the implicit A_BPE; their co-reachability is computed, nothing else is expanded."""
     zero = pynini.Weight.zero(agnostic.weight_type())
     finals = np.array([agnostic.final(s) != zero for s in range(agnostic.num_states())])
-    return Factorized(lambda p: sorted_arcs(agnostic, p), finals, agnostic.start(), imp)
+    return Factorized(sorted_arcs_reader(agnostic), finals, agnostic.start(), imp)

@@ -28,6 +28,7 @@ from .doctor import doctor_cmd
 from .draw import draw_cmd
 from .output import OUT
 from .promote import promote_cmd
+from .sample import sample_cmd
 
 app = typer.Typer(
     name="tokfst",
@@ -81,6 +82,7 @@ COMMANDS = [  # (name, function, short help, long help), in the order of `tokfst
     ("canonical-check", canonical_check_cmd, "Check token sequences for canonicity (exit 0/1/2 as grep).",
      helptext.CANONICAL_CHECK),
     ("draw", draw_cmd, "Draw an automaton as dot, svg, pdf or png.", helptext.DRAW),
+    ("sample", sample_cmd, "Draw random token sequences of an artifact (ids, tokens or text).", helptext.SAMPLE),
     ("bench", bench_cmd, "Reproduce the paper's tables and time tokfst against its peers.", helptext.BENCH),
     ("doctor", doctor_cmd, "Print versions, tools and the cache's state for bug reports.", helptext.DOCTOR),
     ("cache", cache_cmd, "List or clear the cache of built automata (tokfst cache list|clear).", helptext.CACHE),

@@ -21,12 +21,14 @@ class Mode(str, Enum):
     maxmatch = "maxmatch"
     check = "check"
     compile = "compile"
+    logits = "logits"
+    ready = "ready"
     all = "all"
 
 
 MODE = typer.Argument(..., metavar="MODE",
                       help="table1, table2, paragraph, peers, masks, promote, canonical, maxmatch, check, compile, "
-                           "or all.")
+                           "logits, ready, or all.")
 CORPUS = typer.Option(None, "--corpus", metavar="PATH",
                       help="Training text: a file, or a directory of *.txt files "
                            "[default: /usr/share/doc/python3.11/html/_sources].")
@@ -43,11 +45,12 @@ TIMEOUT = typer.Option(600.0, "--timeout", min=0.001, metavar="SECONDS",
                        help="table1: limit per cell for its timed runs (and again for its precomputation); a cell over "
                             "it reports >T.")
 TOKENIZER = typer.Option(None, "--tokenizer", metavar="TOKENIZER",
-                         help="A tokenizer.json or bundled name, repeatable: the tokenizer of peers, promote, "
-                              "canonical and compile (maxmatch: a WordPiece one), and an extra row in table2, "
-                              "paragraph and masks [default: gpt2].")
+                         help="A tokenizer.json or bundled name, repeatable: the tokenizer of peers, masks, "
+                              "promote, canonical, compile, logits and ready (maxmatch: a WordPiece one), and an "
+                              "extra row in table2 and paragraph [default: gpt2].")
 REGEX = typer.Option(None, "-e", "--regex", metavar="REGEX",
-                     help="peers, masks, promote, canonical, maxmatch: a regex, repeatable (replaces the default set).")
+                     help="peers, masks, promote, canonical, maxmatch, logits, ready: a regex, repeatable (replaces the "
+                          "default set).")
 REGEX_FILE = typer.Option(None, "-f", "--regex-file", metavar="FILE",
                           help="Regexes, one per line (replaces the default set).")
 NAMED = typer.Option(None, "--named", metavar="NAME,...",
@@ -56,7 +59,8 @@ NAMED = typer.Option(None, "--named", metavar="NAME,...",
 TRIALS = typer.Option(100, "--trials", min=1, metavar="N", help="paragraph: tokenizations per timed run.")
 PARAGRAPH_CHARS = typer.Option(1200, "--paragraph-chars", min=1, metavar="N",
                                help="paragraph: pick the corpus paragraph closest to this length.")
-STEPS = typer.Option(8, "--steps", min=1, metavar="N", help="masks: tokens per walk.")
+STEPS = typer.Option(None, "--steps", min=1, metavar="N",
+                     help="masks: at most N tokens of each regex's walk [default: the whole sample].")
 MAX_ARCS = typer.Option(50_000_000, "--max-arcs", min=1, metavar="N",
                         help="Build the explicit A_BPE (Eq. 5, table2's .fst, paragraph) only up to this many arcs.")
 LINES = typer.Option(20_000, "--lines", min=1, metavar="N", help="check: lines of generated text to check.")
@@ -73,7 +77,7 @@ def bench_cmd(
     methods: str = METHODS, repeat: int = REPEAT, cold_repeat: int = COLD_REPEAT, timeout: float = TIMEOUT,
     tokenizer: Optional[list[str]] = TOKENIZER, regex: Optional[list[str]] = REGEX,
     regex_file: Optional[str] = REGEX_FILE, named: Optional[str] = NAMED, trials: int = TRIALS,
-    paragraph_chars: int = PARAGRAPH_CHARS, steps: int = STEPS, max_arcs: int = MAX_ARCS, lines: int = LINES,
+    paragraph_chars: int = PARAGRAPH_CHARS, steps: Optional[int] = STEPS, max_arcs: int = MAX_ARCS, lines: int = LINES,
     rss_mb: str = RSS_MB, json_out: Optional[str] = JSON_OUT, csv_out: Optional[str] = CSV_OUT,
     plot: Optional[str] = PLOT, verbose: bool = VERBOSE,
 ) -> None:

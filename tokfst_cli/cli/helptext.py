@@ -203,13 +203,24 @@ paragraph  Sec. 6.4.1: a corpus paragraph (~--paragraph-chars) tokenized via the
 peers      per regex: tokfst's agnostic and canonical promotion vs outlines-core's Index
            (optional: pip install 'tokfst[bench]'), ratios, start masks, non-canonical first
            tokens; default regexes: the six of the foundation issue and seed 001's Pokedex.
-masks      per-step mask lookup: tokfst's index vs the naive per-token partial match.
+masks      per-step masks along HF's tokenization of a sample per regex, each at a fresh
+           state, as a packed bitmask: tokfst's index, canonical materialized and
+           factorized vs outlines-core, llguidance and xgrammar (optional: pip install
+           tokfst[bench]), and whether the masks agree; default regexes: the bench set
+           and [a-z]+( [a-z]+){0,3}.
 all        the five above, one report (the paper's tables; the modes below run alone).
 promote    per --tokenizer and regex (default: the six): promote warm (in-process) and
            cold (a whole tokfst promote process, --cold-repeat runs, warm and empty
            cache) against the targets 0.1 s and 2 s; sizes, coalescence, a plain pynini
            peer (checked equivalent), the lexicon T's build and cache read, time by step
            and a cold-start breakdown by phase.
+logits     the transformers logits processor (pip install 'tokfst[hf]'): a tiny random
+           GPT-2-architecture model per --tokenizer samples 32 tokens unconstrained, agnostic
+           and canonical (default regexes: the six); ms per token and the processor's own
+           time per call.
+ready      regex -> ready constraint per --tokenizer and regex (default: the six): tokfst's
+           agnostic promotion + index export + load + first mask vs xgrammar's
+           compile_regex, llguidance and outlines-core (pip install 'tokfst[bench]').
 canonical  canonical BPE per --tokenizer: compile-bpe time and artifact size, canonical-check
            per pair vs HF (checked to agree); per regex (default: the six) the agnostic,
            materialized and factorized promotion and a mask lookup.
@@ -260,6 +271,35 @@ exit status is 0.
 Examples:
   tokfst doctor
   tokfst doctor --json | python3 -m json.tool
+"""
+
+SAMPLE = """\
+Draw random token sequences of an artifact, for inspection and tests.
+
+ARTIFACT is any artifact of tokfst promote for TOKENIZER: an OpenFst .fst, a JSON index
+(--format index) or a factorized form (tokfst-factorized, tokfst-factorized-maxmatch).
+Materialized artifacts (.fst, index) are sampled uniformly among the token sequences of at
+most --max-tokens tokens they accept: a backward count of the paths per state and length
+(float64, in log space) weighs every choice, so each sequence is equally likely. Factorized
+artifacts have no arc table: a random walk chooses uniformly among the allowed tokens and,
+at a final state, ending; a walk not at a final state after --max-tokens tokens (or at a
+dead end) is drawn again. Walks are not uniform over sequences: on free text most are
+--max-tokens long. An artifact with no sequence within --max-tokens is refused (exit 2).
+
+\b
+--output ids     token ids separated by spaces (one sequence per line; default)
+--output tokens  token names as fstprint shows them (canonical-check --input tokens reads
+                 them back)
+--output text    Hugging Face's decode of the ids (a text with a newline spans two lines:
+                 use --json)
+--json           one object per line: {"ids": [...], "tokens": [...], "text": "..."}
+
+\b
+Examples:
+  tokfst promote gpt2 -e '(Cologne|Berlin|Bonn|Munich)' --format index > cities.json
+  tokfst sample gpt2 cities.json -n 5 --output tokens
+  tokfst sample gpt2 cities.json -n 1000 --seed 1 --json samples.jsonl
+  tokfst sample llama2.json words.tfz --max-tokens 16 --output text
 """
 
 CACHE = """\

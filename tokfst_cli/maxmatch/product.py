@@ -31,6 +31,7 @@ from ..errors import DisallowedTokenError, EmptyLanguageError, LimitError
 from .taho import Tries
 from ..symbols import MARKER, UNKSYM
 from ..tokenizer import TokenizerModel
+from ..matcher import Steps
 from .wordtext import all_text, longest_word, max_chars, text_automaton
 
 START, IN, CLOSED = 0, 1, 2
@@ -115,7 +116,7 @@ def pieces(model: TokenizerModel) -> Pieces:
     return model.__dict__["_pieces"]
 
 
-class Canonical:
+class Canonical(Steps):
     """The canonical MaxMatch automaton of a text automaton X, as a lazy deterministic machine."""
 
     def __init__(self, model: TokenizerModel, text: pynini.Fst, max_chars: int | None) -> None:
@@ -129,7 +130,8 @@ class Canonical:
         for s in text.states():
             self.delta.append({arc.ilabel: arc.nextstate for arc in text.arcs(s)})
             self.finals[s] = text.final(s) != zero
-        self._readable: dict[tuple[int, int], dict[int, int]] = {}
+        self._readable: dict[tuple, dict[int, int]] = {}
+        self._liveness = None
 
     def initial(self) -> State:
         return (self.text.start(), START, (), 0)
@@ -204,32 +206,54 @@ class Canonical:
             np.add.at(banned, iv[:, 1], -1)
         return np.cumsum(banned)[:-1] > 0
 
-    def _readable_ids(self, x: int, root: int) -> np.ndarray:
-        key = (x, root, "ids")
+    def _candidates(self, x: int, root: int) -> tuple[np.ndarray, np.ndarray]:
+        """``readable(x, root)`` as arrays: piece ids and X's state after each."""
+        key = (x, root, "arrays")
         got = self._readable.get(key)
         if got is None:
-            got = self._readable[key] = np.fromiter(self.readable(x, root), dtype=np.int64)
+            r = self.readable(x, root)
+            got = self._readable[key] = (np.fromiter(r.keys(), np.int64, len(r)), np.fromiter(r.values(), np.int64, len(r)))
         return got
 
-    def mask(self, state: State) -> np.ndarray:
-        """Allowed next tokens as a boolean array over token ids (may include dead ends), vectorized."""
-        x, pos, checks, count = state
+    def inner_candidates(self, state: State) -> tuple[np.ndarray, np.ndarray]:
+        """The ``##`` pieces that may continue the word at an IN state (character limit and
+        pending checks applied; dead ends included) and X's state after each."""
+        x, _, checks, count = state
         pc, limit = self.pieces, self.max_chars
+        ids, nxs = self._candidates(x, 1)
+        keep = np.ones(len(ids), dtype=bool)
+        if limit is not None:
+            keep &= count + pc.nchars[ids] <= limit
+        banned = self._banned(checks)
+        if banned is not None:
+            keep &= ~banned[pc.rank[ids]]
+        return ids[keep], nxs[keep]
+
+    @property
+    def liveness(self):
+        if self._liveness is None:
+            from .liveness import Liveness
+
+            self._liveness = Liveness(self)
+        return self._liveness
+
+    def mask(self, state: State) -> np.ndarray:
+        """Allowed next tokens as a boolean array over token ids: those after which a canonical
+        completion exists (``liveness``), vectorized."""
+        pc, limit, live = self.pieces, self.max_chars, self.liveness
         m = np.zeros(pc.vocab, dtype=bool)
-        if pos == IN:
-            toks = self._readable_ids(x, 1)
-            keep = np.ones(len(toks), dtype=bool)
-            if limit is not None:
-                keep &= count + pc.nchars[toks] <= limit
-            banned = self._banned(checks)
-            if banned is not None:
-                keep &= ~banned[pc.rank[toks]]
-            m[toks[keep]] = True
+        if state[1] == IN:
+            ids, nxs = self.inner_candidates(state)
+            m[ids[live.keep(state, ids, nxs, True)]] = True
         w = self._word_start(state)
         if w is not None:
-            toks = self._readable_ids(w, 0)
-            m[toks if limit is None else toks[pc.nchars[toks] <= limit]] = True
-            if pc.unk is not None and UNKSYM in self.delta[w]:
+            ids, nxs = self._candidates(w, 0)
+            if limit is not None:
+                short = pc.nchars[ids] <= limit
+                ids, nxs = ids[short], nxs[short]
+            m[ids[live.keep(state, ids, nxs, False)]] = True
+            u = self.delta[w].get(UNKSYM)
+            if pc.unk is not None and u is not None and live.live((u, CLOSED, (), 0)):
                 m[pc.unk] = True
         return m
 
@@ -280,9 +304,10 @@ class Canonical:
         return self._enter(tid, nx, nc, n), ""
 
     def advance(self, state: State, tid: int) -> State:
-        """The state after token tid; DisallowedTokenError if tid is not allowed (see :meth:`step`)."""
+        """The state after token tid; DisallowedTokenError if tid is not allowed (see :meth:`step`) or
+        leaves no canonical completion."""
         nxt = self.step(state, tid)[0]
-        if nxt is None:
+        if nxt is None or not self.liveness.live(nxt):
             raise DisallowedTokenError(tid, state)
         return nxt
 

@@ -1,0 +1,142 @@
+"""Masks without dead ends (issue #12, item 1): the factorized canonical BPE forms offer exactly the
+tokens after which a canonical completion exists, i.e. the materialized (trimmed, minimal)
+automaton's masks, at every reachable state; random mask-following walks never meet an empty
+mask at a non-final state; the co-reachability table survives the artifact."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tokenizers import Tokenizer
+
+from tokfst_cli import catalogue, pipeline
+from tokfst_cli import tokenizer as tokmod
+from tokfst_cli.bpe import factorized
+from tokfst_cli.constraint import FstDecoder, IndexDecoder
+from tokfst_cli.errors import InputError
+
+from ..walks import equal_masks, walks
+from .common import synthetic_tokenizer
+
+FREE = {"free": "[a-z]+( [a-z]+){0,3}"}  # the issue's free-text regex; e-mail is in FOUNDATION
+CASES = [(name, level, key) for name in ("gpt2", "llama2") for level in ("pipeline", "model")
+         for key in (*catalogue.FOUNDATION, "free")]
+WALKS = 10_000
+
+
+def patterns() -> dict[str, str]:
+    return {**catalogue.FOUNDATION, **FREE}
+
+
+def forms(model, pattern: str, level: str):
+    """(materialized result or None, factorized result) of one canonical constraint."""
+    fac = pipeline.build(model, pattern, canonical=True, level=level, limits=pipeline.Limits(max_arcs=1))
+    try:
+        mat = pipeline.build(model, pattern, canonical=True, level=level, factorized_ok=False,
+                             limits=pipeline.Limits(max_arcs=300_000))
+    except Exception:  # too big to materialize here: the walks alone check the factorized form
+        mat = None
+    return mat, fac
+
+
+@pytest.mark.parametrize("name, level, key", CASES)
+def test_no_dead_ends_and_masks_equal_across_forms(tokenizer, name, level, key):
+    model = tokenizer(name)
+    pattern = patterns()[key]
+    mat, fac = forms(model, pattern, level)
+    dec = fac.decoder()
+    decoders = {"factorized": dec}
+    if mat is not None:
+        decoders["fst"] = FstDecoder(mat.fst, model.vocab_size)
+        decoders["index"] = IndexDecoder(mat.index())
+        assert equal_masks(decoders["fst"], dec, 150) > 0
+        assert equal_masks(decoders["index"], dec, 50) > 0
+    for kind, d in decoders.items():
+        walks(d, WALKS if kind == "factorized" else 1_000, seed=len(name + level + key))
+
+
+def test_the_issues_example(tokenizer):
+    """Issue #12: 234 of 300 walks of this constraint ended in a dead end before."""
+    model = tokenizer("gpt2")
+    fac = pipeline.build(model, "(Cologne|Berlin|Bonn|Munich)", canonical=True, limits=pipeline.Limits(max_arcs=1))
+    assert walks(fac.decoder(), 300, seed=0, random_len=64) == 0  # all end by themselves
+
+
+@pytest.mark.parametrize("level", ["pipeline", "model"])
+def test_artifact_keeps_the_table(tokenizer, level):
+    model = tokenizer("llama2")  # byte fallback: units per fallback state
+    pattern = "[a-zé漢]{1,3}( [0-9]+)?"
+    fac = pipeline.build(model, pattern, canonical=True, level=level, limits=pipeline.Limits(max_arcs=1))
+    dec = fac.decoder()
+    data = fac.to_bytes()
+    loaded = factorized.from_bytes(data, model)
+    assert (loaded.live.pair_keys == dec.live.pair_keys).all() and (loaded.live.live == dec.live.live).all()
+    assert (loaded.live.special_keys == dec.live.special_keys).all()
+    assert equal_masks(dec, loaded, 100) > 0
+    mat = pipeline.build(model, pattern, canonical=True, level=level)
+    assert mat.materialized
+    assert equal_masks(FstDecoder(mat.fst, model.vocab_size), loaded, 150) > 0
+
+
+def test_damaged_table_is_refused(tokenizer):
+    """A table that does not fit the classes, or unsorted keys: refused by name, not misread."""
+    model = tokenizer("gpt2")
+    dec = pipeline.build(model, "(ab|abc)( x)?", canonical=True, limits=pipeline.Limits(max_arcs=1)).decoder()
+    good = dec.live.live
+    dec.live.live = np.c_[good, np.zeros((len(good), 8), bool)]  # one byte too wide
+    with pytest.raises(InputError, match="co-reachability"):
+        factorized.from_bytes(factorized.to_bytes(dec, "(ab|abc)( x)?"), model)
+    dec.live.live, keys = good, dec.live.pair_keys
+    dec.live.pair_keys = keys[::-1].copy()
+    if len(keys) > 1:
+        with pytest.raises(InputError, match="co-reachability"):
+            factorized.from_bytes(factorized.to_bytes(dec, "(ab|abc)( x)?"), model)
+
+
+@pytest.mark.parametrize("level", ["pipeline", "model"])
+def test_ignore_merges_trie_states(tmp_path, level):
+    """ignore_merges: a word spelled like a token is that token, so the merge tokenization of the
+    whole word is a dead end unless more follows; the trie's states are decided exactly."""
+    path = synthetic_tokenizer(tmp_path, ignore_merges=True)
+    model = tokmod.load(path)
+    hf = Tokenizer.from_file(path)
+    for pattern in ("(abc|ab)c?", "abca?", "x?yz(a|b)?", "(ca|b)(b|c)?a?"):
+        mat, fac = forms(model, pattern, level)
+        assert mat is not None
+        assert equal_masks(FstDecoder(mat.fst, model.vocab_size), fac.decoder(), 500) > 0
+        walks(fac.decoder(), 500, seed=3)
+    assert hf.encode("abc", add_special_tokens=False).ids == [model.token_id("abc")]
+
+
+ATOMS = ["a", "b", "e", "th", "the", " ", "0", "1", "9", "é", ",", "[a-z]", "[0-9]", "[a-c ]"]
+
+
+@st.composite
+def small_regex(draw, depth: int = 2) -> str:
+    if depth == 0 or draw(st.booleans()):
+        return draw(st.sampled_from(ATOMS))
+    kind = draw(st.sampled_from(["cat", "alt", "opt", "rep"]))
+    a = draw(small_regex(depth - 1))
+    if kind == "opt":
+        return f"({a})?"
+    if kind == "rep":
+        return f"({a}){{1,{draw(st.integers(1, 3))}}}"
+    b = draw(small_regex(depth - 1))
+    return f"({a}{b})" if kind == "cat" else f"({a}|{b})"
+
+
+@given(small_regex(3), st.sampled_from(["gpt2", "llama2"]), st.sampled_from(["pipeline", "model"]))
+@settings(max_examples=40, deadline=None)
+def test_property_factorized_equals_materialized(pattern, name, level):
+    from ..conftest import TOKENIZER
+
+    model = TOKENIZER(name)
+    try:
+        mat = pipeline.build(model, pattern, canonical=True, level=level)
+    except InputError:
+        return  # e.g. a regex outside the normalizer's image: refused by name elsewhere
+    fac = pipeline.build(model, pattern, canonical=True, level=level, limits=pipeline.Limits(max_arcs=0))
+    assert mat.materialized and not fac.materialized
+    assert equal_masks(FstDecoder(mat.fst, model.vocab_size), fac.decoder(), 400) > 0

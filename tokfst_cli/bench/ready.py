@@ -1,0 +1,205 @@
+"""``tokfst bench ready``: regex -> ready constraint (issue #12), tokfst vs xgrammar, llguidance, outlines-core.
+
+Per tokenizer and regex, medians of --repeat runs after one untimed warm-up, in one process;
+the tokenizer, the lexicon T and the peers' tokenizer objects are built once, outside the
+timing (as in a warm server). Every engine ends with the first packed mask (int32 words, the
+layout of ``matcher.pack``), ready for logits:
+
+    tokfst index    what ``tokfst promote --format index OUT`` and ``constraint.load(OUT)`` do:
+                    ``pipeline.build`` (agnostic) + ``Result.index()`` + its JSON written
+                    atomically to a file + ``constraint.load`` of the file + the first mask
+    tokfst memory   ``pipeline.build`` + ``Result.decoder()`` (the FstDecoder, arcs read in
+                    bulk) + the first mask: the Python API's ready constraint, without a file
+    xgrammar        ``GrammarCompiler.compile_regex`` with the compiler's cache disabled (one
+                    compiler per tokenizer, ``engines.THREADS`` threads) + a GrammarMatcher's
+                    first ``fill_next_token_bitmask``
+    llguidance      ``grammar_from_regex`` + validation + an ``LLMatcher`` + its first mask
+                    (llguidance compiles lazily: the first mask does the work)
+    outlines-core   ``Index(regex, Vocabulary)`` + a Guide's first mask
+
+The stage table splits tokfst index into its steps (A: the regex's byte DFA; S: promotion;
+export: ``build_index``; write: JSON text and file; load: ``constraint.load``; mask). The
+cold table times one whole ``tokfst promote TOKENIZER -e REGEX --format index OUT`` process
+for the first regex of the set (T already in the cache), --repeat times.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from . import common
+from .common import Results, Table
+
+ENGINES = ("index", "memory", "xgrammar", "llguidance", "outlines")
+STAGES = ("a", "s", "export", "write", "load", "mask")
+
+
+def peers(model, path: str, pre: dict) -> dict:
+    """column -> the peer's Engine (``engines``), set up once; ``pre`` gets their set-up seconds."""
+    from .engines import THREADS, LLGuidance, Outlines, XGrammar
+
+    out = {}
+    for key, cls in (("xgrammar", XGrammar), ("llguidance", LLGuidance), ("outlines", Outlines)):
+        try:
+            seconds, engine = common.timed(lambda: cls(model, path))
+        except Exception as e:  # noqa: BLE001 - a peer that cannot read this tokenizer: its cells say why
+            seconds, engine = 0.0, Unavailable(f"set-up failed: {type(e).__name__}: {e}".split("\n")[0][:200])
+        if engine.missing is None:
+            pre[f"{key}_setup_s"] = seconds
+            if key == "xgrammar":  # compile every run: no cache hit across the timed runs
+                engine.compiler = engine.xgr.GrammarCompiler(engine.info, max_threads=THREADS, cache_enabled=False)
+        out[key] = engine
+    return out
+
+
+class Unavailable:
+    """A peer whose set-up failed (its cells are skipped with the reason)."""
+
+    def __init__(self, why: str):
+        self.missing = why
+
+
+def peer_ready(engine, pattern: str) -> np.ndarray:
+    """A peer's ready constraint and first mask (compile, a fresh matcher, fill)."""
+    return engine.session(engine.compile(pattern)).fill()
+
+
+def tokfst_index(model, lex, pattern: str, out: str):
+    """pipeline.build + the index JSON to ``out`` + constraint.load + the first mask: (decoder, mask)."""
+    from .. import constraint, pipeline
+    from ..artifacts import write_bytes
+    from .engines import bitmask
+
+    result = pipeline.build(model, pattern, lexicon=lex)
+    write_bytes(out, (json.dumps(result.index(), ensure_ascii=False) + "\n").encode("utf-8"))
+    decoder = constraint.load(out, model)
+    return decoder, bitmask(decoder, decoder.initial())
+
+
+def tokfst_memory(model, lex, pattern: str) -> np.ndarray:
+    from .. import pipeline
+    from .engines import bitmask
+
+    decoder = pipeline.build(model, pattern, lexicon=lex).decoder()
+    return bitmask(decoder, decoder.initial())
+
+
+def stages_once(model, lex, pattern: str, out: str) -> dict[str, float]:
+    """The steps of :func:`tokfst_index`, timed one by one (same calls, same order)."""
+    from .. import constraint, pipeline
+    from ..artifacts import write_bytes
+    from ..index import build_index
+    from ..regex import ByteAutomaton
+    from .engines import bitmask
+
+    limits, t = pipeline.Limits(), {}
+    t["a"], a = common.timed(lambda: pipeline.accept(pattern, limits, model))
+    t["s"], fst = common.timed(lambda: pipeline.promote(model, ByteAutomaton(a.fst, pattern), limits, lex))
+    t["export"], index = common.timed(lambda: build_index(fst, model, pattern, limits.max_states))
+    t["write"], _ = common.timed(
+        lambda: write_bytes(out, (json.dumps(index, ensure_ascii=False) + "\n").encode("utf-8")))
+    t["load"], decoder = common.timed(lambda: constraint.load(out, model))
+    t["mask"], _ = common.timed(lambda: bitmask(decoder, decoder.initial()))
+    return t
+
+
+def regex_rows(name: str, model, lex, engines: dict, rname: str, pattern: str, runs: int, out: str,
+               res: Results) -> tuple[dict, dict]:
+    from ..errors import TokfstError
+    from ..matcher import pack
+
+    row = {"tokenizer": name, "vocab": model.vocab_size, "regex": rname}
+    stage_row = {"tokenizer": name, "regex": rname}
+    try:
+        row["index"], (decoder, first) = common.measure(runs, lambda: tokfst_index(model, lex, pattern, out), True)
+        row["memory"], in_memory = common.measure(runs, lambda: tokfst_memory(model, lex, pattern), True)
+    except TokfstError as e:
+        row["index"] = row["memory"] = common.error(e.one_line())
+        return row, stage_row
+    stats = json.loads(Path(out).read_bytes())["stats"]
+    row.update(states=stats["states"], arcs=stats["arcs"], masks=stats["masks"],
+               allowed=int(np.unpackbits(first.view(np.uint8)).sum()))
+    res.check(f"ready {name} {rname}: the loaded index and the in-memory decoder give the same first mask",
+              bool((first == in_memory).all()) and bool((pack(decoder.mask(decoder.initial())) == first).all()))
+    for key, engine in engines.items():
+        if engine.missing is not None:
+            row[key] = common.skipped(engine.missing)
+            continue
+        try:
+            row[key], _ = common.measure(runs, lambda: peer_ready(engine, pattern), True)
+        except Exception as e:  # noqa: BLE001 - the peer refuses a pattern: say so in the cell
+            row[key] = common.error(f"{type(e).__name__}: {e}".split("\n")[0][:200])
+    row["ratio"] = common.ratio(row["index"], row.get("xgrammar"))
+    row["met"] = row["ratio"] <= 1 if row["ratio"] is not None else None
+    by_stage = [stages_once(model, lex, pattern, out) for _ in range(runs)]
+    stage_row.update({k: common.ok([r[k] for r in by_stage]) for k in STAGES})
+    stage_row["total"] = common.ok([sum(r.values()) for r in by_stage])
+    return row, stage_row
+
+
+def ready_table(tokenizers: list[tuple[str, str, bool]], regexes: dict[str, str], runs: int, progress) -> Results:
+    from .. import lexicon
+    from .check import cold
+
+    res = Results()
+    main = Table(
+        "ready", "Regex -> ready constraint (agnostic): tokfst promote --format index + constraint.load vs peers",
+        runs,
+        [("tokenizer", "tokenizer", "text"), ("vocab", "vocab", "int"), ("regex", "regex", "text"),
+         ("states", "states", "int"), ("arcs", "arcs", "int"), ("masks", "masks", "int"),
+         ("allowed", "first mask", "int"), ("index", "tokfst index", "time"), ("memory", "tokfst memory", "time"),
+         ("xgrammar", "xgrammar", "time"), ("llguidance", "llguidance", "time"),
+         ("outlines", "outlines-core", "time"), ("ratio", "index/xgrammar", "ratio"), ("met", "<= xgrammar", "bool")],
+        inputs={"regexes": regexes, "setup": {}})
+    stages = Table("ready_stages", "tokfst index by step, in-process", runs,
+                   [("tokenizer", "tokenizer", "text"), ("regex", "regex", "text")]
+                   + [(k, {"a": "A", "s": "S"}.get(k, k), "time") for k in STAGES] + [("total", "total", "time")])
+    cold_table = Table("ready_cold", "tokfst promote --format index: a whole process", runs,
+                       [("tokenizer", "tokenizer", "text"), ("regex", "regex", "text"), ("process", "process", "time")])
+    with tempfile.TemporaryDirectory(prefix="tokfst-bench-ready-") as d:
+        out = os.path.join(d, "ready.json")
+        for name, path, _ in tokenizers:
+            model = common.load_model(path, None)
+            pre: dict = {}
+            pre["lexicon_s"], lex = common.timed(lambda: lexicon.lexicon(model))
+            progress(f"ready: {name}: setting up the peers")
+            engines = peers(model, path, pre)
+            main.inputs["setup"][name] = pre
+            for rname, pattern in regexes.items():
+                progress(f"ready: {name}: {rname}")
+                row, stage_row = regex_rows(name, model, lex, engines, rname, pattern, runs, out, res)
+                main.rows.append(row)
+                stages.rows.append(stage_row)
+            rname, pattern = next(iter(regexes.items()))
+            progress(f"ready: {name}: {runs} tokfst promote processes ({rname})")
+            cmd = common.tokfst_command() + ["promote", os.path.abspath(path), "-e", pattern, "--format", "index", out]
+            try:
+                cell, _ = cold(runs, cmd, d)
+            except RuntimeError as e:
+                cell = common.error(str(e).split("\n")[0][:200])
+            cold_table.rows.append({"tokenizer": name, "regex": rname, "process": cell})
+    main.notes += [
+        f"One process; medians of {runs} runs after a warm-up; tokenizer, T and the peers' tokenizer objects built "
+        "once (setup times in the JSON's inputs). Every engine ends with its first packed mask.",
+        "tokfst index: pipeline.build (agnostic) + Result.index() + the JSON written atomically + "
+        "constraint.load + first mask, as `tokfst promote --format index` then `constraint.load`. tokfst memory: "
+        "pipeline.build + Result.decoder() + first mask (no file).",
+        "xgrammar: compile_regex with the compiler's cache disabled (so every run compiles), its threads as in "
+        "`bench masks`, + GrammarMatcher + fill_next_token_bitmask. llguidance: grammar_from_regex + "
+        "validate_grammar + LLMatcher + first mask (lazy: the first mask compiles). outlines-core: Index + Guide + "
+        "first mask.",
+        "index/xgrammar < 1: tokfst's ready constraint is faster; <= xgrammar: the goal of issue #12.",
+    ]
+    stages.notes.append("A: pipeline.accept (the regex's minimal byte DFA); S: pipeline.promote (MIN(PROJ(A o T))); "
+                        "export: build_index; write: JSON text + atomic file write; load: constraint.load (parse, "
+                        "checksum, structure); mask: the first packed mask.")
+    cold_table.notes.append("A whole `tokfst promote TOKENIZER -e REGEX --format index OUT` process (interpreter "
+                            "start, imports, tokenizer load, T from the cache, the pipeline, the write), first regex "
+                            "of the set.")
+    res.tables += [main, stages, cold_table]
+    return res

@@ -1,0 +1,332 @@
+"""Co-reachability of the factorized canonical BPE product: masks without dead ends (issue #12; seed 001 Sec. 3.2).
+
+The factorized decoder pairs a state p of S (or S_M, over pre-tokenized text) with A_BPE's
+per-word state (class of the last token, byte-fallback state fb, node of the ignore_merges
+trie). Its raw mask, allowed(p) minus BANNED(class), may offer a token after which no
+canonical completion exists. Here the live product states (those from which a final state is
+reachable) are computed without materializing the product's arcs, as a least fixpoint over
+*units*:
+
+- a generic unit (p, fb) holds one bit per class (plus WHOLE, after an ignore_merges
+  whole-word token), for the trie node DEAD. Its tokens are live after class c iff
+  L = {v at p whose successor is live} is not inside BANNED(c): with L as weights over left
+  spine positions, |L inside row(c)| is a prefix-sum difference per banned interval, so all
+  classes are decided in one vectorized pass;
+- a special unit (p, fb, k) is a word start (the trie's root, class START) or a node k of the
+  ignore_merges trie; it is decided directly from its arcs.
+
+A unit is live if it may end (final state, or a pre-token boundary into a live word start) or
+one of its tokens leads to a live unit. Starting from nothing live and re-evaluating the units
+whose successors changed reaches the least fixpoint. ``Liveness`` then filters a member's mask:
+``live_next(member)`` is the tokens whose successor member is live.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ..errors import LimitError
+from .explicit import START
+from .implicit import ImplicitBpe
+from .word import DEAD, WHOLE, Word
+
+Arcs = Callable[[int], tuple[np.ndarray, np.ndarray, int]]  # p -> (token ids, next states, state after a boundary or -1)
+FORMAT_KEYS = ("pair_keys", "live_bits", "special_keys", "special_live")
+
+
+class Liveness:
+    """Live units of one factorized product; ``live_next`` filters masks (see the module docstring)."""
+
+    def __init__(self, word: Word, arcs: Arcs, pair_keys: np.ndarray, live: np.ndarray,
+                 special_keys: np.ndarray, special_live: np.ndarray):
+        self.word, self.imp, self._arcs = word, word.imp, arcs
+        self.n_fb = len(self.imp.fb_final)
+        self.n_cls = int(word.classes.max()) + 1 if (word.classes >= 0).any() else 0
+        self.pair_keys, self.live = pair_keys, live  # live: (pairs, n_cls + 1) bool; column n_cls = WHOLE
+        self.special_keys, self.special_live = special_keys, special_live
+        self._next: dict[tuple, np.ndarray] = {}
+        self._tokens: dict[tuple, np.ndarray] = {}
+
+    # ---- lookups ------------------------------------------------------------------------
+    def _pairs(self, p_next: np.ndarray, fb_next: np.ndarray) -> np.ndarray:
+        keys = p_next * self.n_fb + fb_next
+        i = np.clip(np.searchsorted(self.pair_keys, keys), 0, max(len(self.pair_keys) - 1, 0))
+        found = (self.pair_keys[i] == keys) if len(self.pair_keys) else np.zeros(len(keys), bool)
+        return np.where(found, i, -1)
+
+    def special(self, p: int, fb: int, node: int) -> bool:
+        key = (p * self.n_fb + fb) * self.word.nodes + node
+        i = int(np.searchsorted(self.special_keys, key))
+        return i < len(self.special_keys) and self.special_keys[i] == key and bool(self.special_live[i])
+
+    def live_next(self, p: int, cls: int, fb: int, node: int) -> np.ndarray:
+        """Bool over p's arcs (``arcs(p)[0]``): is the member after each token live?"""
+        key = (p, fb) if cls != START and node == DEAD else (p, cls, fb, node)
+        got = self._next.get(key)
+        if got is None:
+            labels, nexts, _ = self._arcs(p)
+            cs, fs, ns = self.word.after(cls, fb, node, labels)
+            col = np.where(cs == WHOLE, self.n_cls, cs)
+            pid = self._pairs(nexts, fs)
+            ok = (pid >= 0) & (cs != -1)
+            got = np.zeros(len(labels), bool)
+            got[ok] = self.live[pid[ok], col[ok]]
+            for i in np.flatnonzero(ns != DEAD):
+                got[i] = self.special(int(nexts[i]), int(fs[i]), int(ns[i]))
+            self._next[key] = got
+        return got
+
+    def tokens(self, p: int, cls: int, fb: int, node: int) -> np.ndarray:
+        """Bool over token ids: the arcs of p whose successor member is live (cached)."""
+        key = (p, fb) if cls != START and node == DEAD else (p, cls, fb, node)
+        got = self._tokens.get(key)
+        if got is None:
+            labels = self._arcs(p)[0]
+            got = self._tokens[key] = np.zeros(self.imp.vocab_size, bool)
+            got[labels[self.live_next(p, cls, fb, node)]] = True
+        return got
+
+    def warm(self, budget: int = 1 << 26) -> None:
+        """Compute every unit's live-token mask now (at load, not at a decoding step), while they
+        fit in ``budget`` bytes; past it they are computed on first use."""
+        self.word.allowed(START, 0)  # the class-free masks every first step needs
+        self.word.step.follow(0)
+        n = len(self.pair_keys) + len(self.special_keys)
+        if n * self.imp.vocab_size > budget:
+            return
+        for key in self.pair_keys.tolist():
+            p, fb = divmod(key, self.n_fb)
+            self.tokens(p, 0, fb, DEAD)
+        for key in self.special_keys.tolist():
+            (p, fb), node = divmod(key // self.word.nodes, self.n_fb), key % self.word.nodes
+            cls = START if node == 0 else int(self.word.classes[self.word.last[node]])
+            self.tokens(p, cls, fb, node)
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        return {"pair_keys": self.pair_keys, "live_bits": np.packbits(self.live, axis=1),
+                "special_keys": self.special_keys, "special_live": self.special_live}
+
+    @classmethod
+    def from_arrays(cls, word: Word, arcs: Arcs, a: dict[str, np.ndarray]) -> Liveness:
+        n_cls = int(word.classes.max()) + 1 if (word.classes >= 0).any() else 0
+        bits = a["live_bits"]
+        if bits.shape[1] != (n_cls + 8) // 8:
+            raise ValueError(f"co-reachability table of width {bits.shape[1]} for {n_cls} classes")
+        live = np.unpackbits(bits, axis=1, count=n_cls + 1).astype(bool)
+        return cls(word, arcs, a["pair_keys"], live, a["special_keys"], a["special_live"].astype(bool))
+
+
+class _ClassRows:
+    """BANNED rows of the classes' representatives, as one CSR over left spine positions."""
+
+    def __init__(self, imp: ImplicitBpe, word: Word, n_cls: int):
+        rows = imp._rows()
+        reps = np.array([word.step.reps[c] for c in range(n_cls)], np.int64)  # classes are numbered 0..n_cls-1
+        self.cont = imp.may_continue[reps]
+        self.ends = imp.may_end[reps]
+        r = imp.rpos[reps].astype(np.int64)
+        has = r >= 0
+        counts = np.where(has, rows.ptr[np.where(has, r, 0) + 1] - rows.ptr[np.where(has, r, 0)], 0)
+        self.ptr = np.r_[0, np.cumsum(counts)]
+        first = np.repeat(rows.ptr[np.where(has, r, 0)], counts)
+        idx = first + np.arange(int(self.ptr[-1])) - np.repeat(self.ptr[:-1], counts)
+        self.lo, self.hi = rows.lo[idx], rows.hi[idx]
+        self.nleft = len(imp.lorder)
+        cover = np.zeros(self.nleft + 2, np.int64)  # left positions inside some class's row
+        np.add.at(cover, self.lo, 1)
+        np.add.at(cover, self.hi + 1, -1)
+        lpos = imp._lpos()
+        self.lpos = np.where(lpos >= 0, lpos, self.nleft)  # not in any row: the sentinel position
+        self.never = np.r_[np.cumsum(cover)[:self.nleft] == 0, True][self.lpos]  # token banned after no class
+
+    def subset(self, classes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(lo, hi, ptr) of the rows of ``classes`` only, as one CSR."""
+        counts = self.ptr[classes + 1] - self.ptr[classes]
+        ptr = np.r_[0, np.cumsum(counts)]
+        idx = np.repeat(self.ptr[classes], counts) + np.arange(int(ptr[-1])) - np.repeat(ptr[:-1], counts)
+        return self.lo[idx], self.hi[idx], ptr
+
+    def escape(self, tokens: np.ndarray, classes: np.ndarray, rows: tuple) -> np.ndarray:
+        """Per class of ``classes`` (rows = ``subset(classes)``): is some token of ``tokens``
+        (distinct ids) outside the class's BANNED row? Tokens inside each banned interval are
+        counted per interval (binary search over the tokens' sorted left positions, or prefix sums)."""
+        if not len(tokens):
+            return np.zeros(len(classes), bool)
+        cont = self.cont[classes]
+        if self.never[tokens].any():
+            return cont
+        lo, hi, ptr = rows
+        if len(tokens) <= 16 or len(lo) * 16 < self.nleft:  # binary search where cheaper than a prefix sum
+            pos = np.sort(self.lpos[tokens])
+            seg = np.searchsorted(pos, hi, "right") - np.searchsorted(pos, lo, "left")
+        else:
+            w = np.zeros(self.nleft + 2, np.int32)
+            w[self.lpos[tokens] + 1] = 1
+            pref = np.cumsum(w)
+            seg = pref[hi + 1] - pref[lo]
+        cs = np.r_[0, np.cumsum(seg)]
+        return cont & (cs[ptr[1:]] - cs[ptr[:-1]] < len(tokens))
+
+
+def _relevant_classes(arcs: Arcs, units: list, n_fb: int, nodes: int, word: Word, n_cls: int) -> dict[int, np.ndarray]:
+    """Per state q of S: the classes of the tokens on arcs into q (a member at q has the class of
+    the token that led there), sorted. Only these columns of q's table rows are ever read."""
+    ps = sorted({key // n_fb if kind == "g" else key // nodes // n_fb for kind, key in units})
+    qs, cs = [], []
+    for p in ps:
+        labels, nexts, _ = arcs(p)
+        c = word.classes[labels]
+        keep = c >= 0
+        qs.append(nexts[keep])
+        cs.append(c[keep])
+    if not qs:
+        return {}
+    key = np.unique(np.concatenate(qs) * max(n_cls, 1) + np.concatenate(cs))
+    q, c = np.divmod(key, max(n_cls, 1))
+    bounds = np.flatnonzero(np.r_[True, q[1:] != q[:-1], True])
+    return {int(q[i]): c[i:j] for i, j in zip(bounds[:-1], bounds[1:])}
+
+
+def class_rows(imp: ImplicitBpe, word: Word, n_cls: int) -> _ClassRows:
+    """One _ClassRows per loaded artifact."""
+    got = imp.derived.get("class_rows")
+    if got is None:
+        got = imp.derived["class_rows"] = _ClassRows(imp, word, n_cls)
+    return got
+
+
+def compute(word: Word, arcs: Arcs, finals: np.ndarray, start: int, max_cells: int = 500_000_000) -> Liveness:
+    """The least fixpoint of live units (module docstring); LimitError past ``max_cells`` table bits."""
+    imp = word.imp
+    n_fb = len(imp.fb_final)
+    n_cls = int(word.classes.max()) + 1 if (word.classes >= 0).any() else 0
+    nodes = word.nodes
+    is_fb = imp.fb_byte >= 0
+    fb_col = np.clip(imp.fb_byte, 0, 255)
+    follow = imp.allowed & imp.may_follow
+
+    def moves(fb: int, labels: np.ndarray) -> np.ndarray:  # fallback-DFA condition of explicit.successors
+        ok = ~is_fb[labels] | (imp.fb_delta[fb, fb_col[labels]] >= 0)
+        return ok & is_fb[labels] if fb else ok
+
+    # forward exploration of units: generic (p, fb) -> key p * n_fb + fb; special (p, fb, k) -> key * nodes + k
+    pair_ids: dict[int, int] = {}
+    spec_ids: dict[int, int] = {}
+    units: list[tuple[str, int]] = []
+    succ: list[list[int]] = []
+
+    def unit(kind: str, key: int) -> int:
+        ids = pair_ids if kind == "g" else spec_ids
+        u = ids.get(key)
+        if u is None:
+            u = ids[key] = len(units)
+            units.append((kind, key))
+            succ.append([])
+        return u
+
+    unit("s", start * n_fb * nodes)
+    i = 0
+    while i < len(units):
+        kind, key = units[i]
+        if kind == "g":
+            p, fb, node, cls = key // n_fb, key % n_fb, DEAD, 0
+        else:
+            (p, fb), node = divmod(key // nodes, n_fb), key % nodes
+            cls = START if node == 0 else int(word.classes[word.last[node]])
+        labels, nexts, after = arcs(p)
+        keep = (imp.allowed[labels] | (imp.alone[labels] if cls == START else False)) & moves(fb, labels)
+        labels, nexts = labels[keep], nexts[keep]
+        cs, fs, ns = word.after(cls, fb, node, labels)
+        targets = set()
+        gen = ns == DEAD
+        for k in np.unique(nexts[gen] * n_fb + fs[gen]).tolist():
+            targets.add(unit("g", k))
+        for q, f, k in zip(nexts[~gen].tolist(), fs[~gen].tolist(), ns[~gen].tolist()):
+            targets.add(unit("s", (q * n_fb + f) * nodes + k))
+        if after >= 0:
+            targets.add(unit("s", after * n_fb * nodes))
+        succ[i] = sorted(targets)
+        i += 1
+    relevant = _relevant_classes(arcs, units, n_fb, nodes, word, n_cls)
+    gkeys = np.array(sorted(pair_ids), np.int64)
+    if len(gkeys) * (n_cls + 1) > max_cells:
+        raise LimitError("the co-reachability table", "max_cells", max_cells, len(gkeys) * (n_cls + 1))
+    row_of = {k: r for r, k in enumerate(gkeys.tolist())}
+    live = np.zeros((len(gkeys), n_cls + 1), bool)
+    spec_live: dict[int, bool] = {k: False for k in spec_ids}
+    rows = class_rows(imp, word, n_cls) if n_cls else None
+    pair_index = Liveness(word, arcs, gkeys, live, np.zeros(0, np.int64), np.zeros(0, bool))
+    memo: dict[tuple[int, bytes], np.ndarray] = {}
+    subsets: dict[int, tuple] = {}
+
+    def successors_live(p: int, fb: int, labels, nexts, cs, fs, ns) -> np.ndarray:
+        col = np.where(cs == WHOLE, n_cls, cs)
+        pid = pair_index._pairs(nexts, fs)
+        out = np.zeros(len(labels), bool)
+        ok = pid >= 0
+        out[ok] = live[pid[ok], col[ok]]
+        for j in np.flatnonzero(ns != DEAD):
+            out[j] = spec_live.get((int(nexts[j]) * n_fb + int(fs[j])) * nodes + int(ns[j]), False)
+        return out
+
+    def may_end(p: int, after: int) -> bool:
+        return bool(finals[p]) or (after >= 0 and spec_live.get(after * n_fb * nodes, False))
+
+    def evaluate_generic(key: int) -> bool:
+        p, fb = divmod(key, n_fb)
+        labels, nexts, after = arcs(p)
+        keep = follow[labels] & moves(fb, labels)
+        labels, nexts = labels[keep], nexts[keep]
+        cs, fs, ns = word.after(0, fb, DEAD, labels)
+        tokens = labels[successors_live(p, fb, labels, nexts, cs, fs, ns)]
+        classes = relevant.get(p, np.zeros(0, np.int64))  # the classes a member at p can have
+        sig = (p, tokens.tobytes())
+        row = memo.get(sig)
+        if row is None:
+            if p not in subsets and rows is not None:
+                subsets[p] = rows.subset(classes)
+            row = memo[sig] = rows.escape(tokens, classes, subsets[p]) if rows is not None else np.zeros(0, bool)
+        new = np.zeros(n_cls + 1, bool)
+        new[classes] = row
+        if may_end(p, after):
+            new[n_cls] = True  # WHOLE may always end
+            if fb == 0 and imp.fb_final[0]:
+                new[:n_cls] |= rows.ends
+        r = row_of[key]
+        changed = not np.array_equal(new, live[r])
+        live[r] = new
+        return changed
+
+    def evaluate_special(key: int) -> bool:
+        (p, fb), node = divmod(key // nodes, n_fb), key % nodes
+        cls = START if node == 0 else int(word.classes[word.last[node]])
+        labels, nexts, after = arcs(p)
+        allowed = word.allowed(cls, fb)[labels]
+        labels, nexts = labels[allowed], nexts[allowed]
+        cs, fs, ns = word.after(cls, fb, node, labels)
+        new = bool(successors_live(p, fb, labels, nexts, cs, fs, ns).any()) or (
+            word.ends(cls, fb, node) and may_end(p, after))
+        changed = new != spec_live[key]
+        spec_live[key] = new
+        return changed
+
+    preds: list[list[int]] = [[] for _ in units]
+    for u, ts in enumerate(succ):
+        for t in ts:
+            preds[t].append(u)
+    queue = list(range(len(units)))  # reverse discovery order first: successors before predecessors
+    queued = [True] * len(units)
+    while queue:
+        u = queue.pop()
+        queued[u] = False
+        kind, key = units[u]
+        if evaluate_generic(key) if kind == "g" else evaluate_special(key):
+            for v in preds[u]:
+                if not queued[v]:
+                    queued[v] = True
+                    queue.append(v)
+    skeys = np.array(sorted(spec_live), np.int64)
+    sl = np.array([spec_live[k] for k in skeys.tolist()], bool)
+    return Liveness(word, arcs, gkeys, live, skeys, sl)

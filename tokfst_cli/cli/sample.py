@@ -1,0 +1,49 @@
+"""``tokfst sample``: load an artifact, draw with :mod:`tokfst_cli.sample`, write (help: ``helptext.SAMPLE``)."""
+
+from __future__ import annotations
+
+import json
+from typing import Optional
+
+import typer
+
+from .. import constraint, sample
+from .. import tokenizer as tokmod
+from .canonical_check import InputKind as OutputKind  # ids, tokens, text: a token sequence's three forms
+from .common import Out, Tokenizer
+from .output import OUT
+
+
+def sample_cmd(
+    tokenizer: str = Tokenizer,
+    artifact: str = typer.Argument(..., metavar="ARTIFACT",
+                                   help="An artifact of tokfst promote: .fst, index JSON, or factorized form."),
+    out: Optional[str] = Out,
+    count: int = typer.Option(10, "-n", "--count", min=0, metavar="N", help="How many sequences to draw."),
+    seed: Optional[int] = typer.Option(None, "--seed", min=0, metavar="N",
+                                       help="Seed of the random draws (the same seed, the same samples)."),
+    max_tokens: int = typer.Option(sample.MAX_TOKENS, "--max-tokens", min=0, metavar="N",
+                                   help="Draw among the sequences of at most N tokens."),
+    output: OutputKind = typer.Option(OutputKind.ids, "--output",
+                                      help="ids: token ids; tokens: token names as fstprint shows them; "
+                                           "text: Hugging Face's decode of the ids."),
+    json_out: bool = typer.Option(False, "--json", help="One JSON object per sequence: ids, tokens and text."),
+) -> None:
+    """Draw random token sequences of an artifact: uniform for materialized ones, random walks for factorized."""
+    with OUT.progress("loading"):
+        model = tokmod.load(tokenizer)
+        decoder = constraint.load(artifact, model)
+    with OUT.progress("sampling"):
+        drawn = sample.sample(decoder, count, max_tokens, seed)
+    decode = sample.hf_decoder(model) if json_out or output is OutputKind.text else None
+    lines = []
+    for ids in drawn:
+        if json_out:
+            lines.append(json.dumps(sample.record(model, ids, decode), ensure_ascii=False))
+        elif output is OutputKind.ids:
+            lines.append(" ".join(map(str, ids)))
+        elif output is OutputKind.tokens:
+            lines.append(" ".join(sample.names(model, ids)))
+        else:
+            lines.append(decode(ids))
+    OUT.data(out, "".join(line + "\n" for line in lines).encode("utf-8"))
