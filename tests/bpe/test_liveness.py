@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
@@ -15,7 +15,7 @@ from tokfst_cli import catalogue, pipeline
 from tokfst_cli import tokenizer as tokmod
 from tokfst_cli.bpe import factorized
 from tokfst_cli.constraint import FstDecoder, IndexDecoder
-from tokfst_cli.errors import InputError
+from tokfst_cli.errors import InputError, LimitError
 
 from ..walks import equal_masks, walks
 from .common import synthetic_tokenizer
@@ -128,15 +128,16 @@ def small_regex(draw, depth: int = 2) -> str:
 
 
 @given(small_regex(3), st.sampled_from(["gpt2", "llama2"]), st.sampled_from(["pipeline", "model"]))
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=30, deadline=None)
 def test_property_factorized_equals_materialized(pattern, name, level):
     from ..conftest import TOKENIZER
 
     model = TOKENIZER(name)
     try:
-        mat = pipeline.build(model, pattern, canonical=True, level=level)
-    except InputError:
-        return  # e.g. a regex outside the normalizer's image: refused by name elsewhere
+        mat = pipeline.build(model, pattern, canonical=True, level=level, factorized_ok=False,
+                             limits=pipeline.Limits(max_arcs=100_000))
+    except (InputError, LimitError):
+        assume(False)  # refused by name elsewhere (outside the normalizer's image), or too big to compare here
     fac = pipeline.build(model, pattern, canonical=True, level=level, limits=pipeline.Limits(max_arcs=0))
     assert mat.materialized and not fac.materialized
     assert equal_masks(FstDecoder(mat.fst, model.vocab_size), fac.decoder(), 400) > 0
