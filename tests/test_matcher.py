@@ -112,3 +112,25 @@ def test_generate_with_a_random_model(tokenizer, name, canonical):
             assert re.fullmatch(pattern, text), (rname, text)
             if canonical:
                 assert hf.encode(text, add_special_tokens=False).ids == ids, (rname, text)
+
+
+@pytest.mark.parametrize("pattern", ["[0-9]{4}-[0-9]{2}", "(Cologne|Berlin|Bonn|Munich)"])
+def test_every_decoder_has_bitmask_forced_and_matcher(tokenizer, pattern):
+    """decoder.bitmask(state) (precomputed per shared mask for .fst and index) is pack(mask(state)),
+    decoder.forced(state) is matcher.forced, decoder.matcher(eos) a Matcher over it, in every form."""
+    model, decs = decoders(tokenizer, pattern)
+    eos = model.token_id("<|endoftext|>")
+    rng = random.Random(pattern)
+    for kind, dec in decs.items():
+        state = dec.initial()
+        for _ in range(12):
+            words = dec.bitmask(state)
+            assert words.dtype == np.dtype("<i4") and (words == pack(dec.mask(state))).all(), kind
+            assert dec.forced(state) == forced(dec, state)[0]
+            allowed = np.flatnonzero(dec.mask(state))
+            if not len(allowed):
+                assert dec.is_final(state)
+                break
+            state = dec.advance(state, int(rng.choice(allowed)))
+        m = dec.matcher(eos)
+        assert isinstance(m, Matcher) and m.decoder is dec and (unpack(m.bitmask(), len(m.mask())) == m.mask()).all()

@@ -95,16 +95,17 @@ class _Table(Steps):
         return 0 <= state < len(self._final) and bool(self._final[state])
 
 
-def _packed_rows(labels: np.ndarray, loff: np.ndarray, vocab_size: int, chunk: int = 256) -> np.ndarray:
+def _packed_rows(labels: np.ndarray, loff: np.ndarray, vocab_size: int, chunk: int = 64) -> np.ndarray:
     """(rows, words) int32: each CSR row of token ids as the packed bitmask ``matcher.pack`` makes."""
     nrows, words = len(loff) - 1, (vocab_size + 31) // 32
     out = np.zeros((nrows, words * 4), np.uint8)
+    width = words * 32
     for a in range(0, nrows, chunk):
         b = min(nrows, a + chunk)
-        bits = np.zeros((b - a, words * 32), bool)
+        bits = np.zeros((b - a) * width, bool)
         counts = np.diff(loff[a:b + 1])
-        bits[np.repeat(np.arange(b - a), counts), labels[loff[a]:loff[b]]] = True
-        out[a:b] = np.packbits(bits, axis=1, bitorder="little")
+        bits[np.repeat(np.arange(b - a, dtype=np.int64) * width, counts) + labels[loff[a]:loff[b]]] = True
+        out[a:b] = np.packbits(bits, bitorder="little").reshape(b - a, words * 4)
     words_ = out.view("<i4")
     words_.setflags(write=False)
     return words_
