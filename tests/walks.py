@@ -8,6 +8,8 @@ from collections import deque
 
 import numpy as np
 
+from tokfst_cli.steering import token_steering
+
 
 def equal_masks(reference, dec, limit: int) -> int:
     """Breadth-first over the pairs of states both decoders reach by the same tokens: equal masks and
@@ -27,67 +29,6 @@ def equal_masks(reference, dec, limit: int) -> int:
                 seen.add(pair)
                 queue.append(pair)
     return n
-
-
-def arcs_of(dec):
-    """p -> (token ids, next states, state after a boundary or -1) of a decoder's automaton, and
-    its state count and finals (S or S_M for the factorized forms, the acceptor itself else)."""
-    if hasattr(dec, "live"):
-        three = dec.arcs3 if hasattr(dec, "arcs3") else dec.arcs
-        return three, len(dec.finals), np.asarray(dec.finals, bool)
-    seen, todo = {dec.initial()}, [dec.initial()]
-    while todo:
-        for q in dec.arcs(todo.pop())[1].tolist():
-            if q not in seen:
-                seen.add(q)
-                todo.append(q)
-    n = max(seen) + 1
-    finals = np.array([p in seen and dec.is_final(p) for p in range(n)])
-    return (lambda p: (*dec.arcs(p), -1) if p in seen else (np.zeros(0, np.int64),) * 2 + (-1,)), n, finals
-
-
-def distances(dec) -> tuple:
-    """Tokens to a final state of the decoder's automaton (a boundary counts as one), per state:
-    the completion phase of :func:`walks` steers by it (canonical filtering may add detours)."""
-    arcs, n, finals = arcs_of(dec)
-    back: list[list[int]] = [[] for _ in range(n)]
-    for p in range(n):
-        labels, nexts, after = arcs(p)
-        for q in set(nexts.tolist()) | ({after} if after >= 0 else set()):
-            back[q].append(p)
-    dist = np.full(n, 1 << 30, np.int64)
-    queue = deque(np.flatnonzero(finals).tolist())
-    dist[list(queue)] = 0
-    while queue:
-        q = queue.popleft()
-        for p in back[q]:
-            if dist[p] > dist[q] + 1:
-                dist[p] = dist[q] + 1
-                queue.append(p)
-    return arcs, dist
-
-
-def members(state) -> list[int]:
-    """The automaton states a decoder state stands for (a subset for the marked factorized form)."""
-    if isinstance(state, frozenset):
-        return [m[0] for m in state]
-    return [state[0] if isinstance(state, tuple) else state]
-
-
-def token_steering(dec):
-    """closer(state, toks) for a token automaton (S, S_M, or a materialized acceptor): the allowed
-    tokens whose next state is nearest a final state."""
-    arcs, dist = distances(dec)
-
-    def closer(state, toks: np.ndarray) -> np.ndarray:
-        d = np.full(len(dec.mask(state)), 1 << 30, np.int64)
-        for p in members(state):
-            labels, nexts, _ = arcs(p)
-            np.minimum.at(d, labels, dist[nexts])
-        d = d[toks]
-        return toks[d == d.min()]
-
-    return closer
 
 
 def walks(dec, n: int, seed: int, random_len: int = 24, finish_len: int = 200, closer=None) -> int:

@@ -10,8 +10,10 @@ A decoder walks a constraint one token at a time, as a language model's decoding
 Implementations: :class:`FstDecoder` (a materialized ``.fst``), :class:`IndexDecoder` (the
 ``tokfst-index`` JSON), ``bpe.product.Factorized`` (``tokfst-factorized``) and
 ``maxmatch.product.Canonical`` (``tokfst-factorized-maxmatch``). :func:`load` picks the
-kind from the file's magic bytes or format field. The factorized forms compute masks as
-allowed minus banned, so they may offer dead ends.
+kind from the file's magic bytes or format field. Every form offers exactly the tokens after
+which a completion reaches a final state (the factorized forms through their co-reachability:
+``bpe.liveness``, ``maxmatch.liveness``). Each decoder also has ``bitmask(state)``,
+``forced(state)`` and ``matcher(eos)`` (``matcher.Steps``).
 """
 
 from __future__ import annotations

@@ -11,10 +11,11 @@
   with budget k, end with weight [s final], take arc t with weight N_{k-1}(s'), so every
   sequence has probability 1 / N_max(initial).
 * a factorized form (BPE or WordPiece, no arc table; :class:`Walk`): a **random walk**, not
-  uniform over paths: at each step one choice, uniformly, among the allowed tokens and (at a
-  final state) ending; at the budget a walk ends if its state is final, else it (like one that
-  meets an empty mask) is dropped and drawn again. On free text the walks are mostly
-  ``max_tokens`` long, since ending is one choice among thousands.
+  uniform over paths: for the first half of the budget each step is one choice, uniformly,
+  among the allowed tokens and (at a final state) ending; then the walk is steered
+  (:mod:`tokfst_cli.steering`: among the allowed tokens, those nearest a final state of the
+  underlying automaton) and ends at the first final state. A walk not final at the budget is
+  dropped and drawn again. On free text the walks are mostly about ``max_tokens / 2`` long.
 
 :func:`sample` draws n sequences; :func:`record` gives their ids, token names and text (HF's
 ``decode``).
@@ -108,15 +109,19 @@ class Uniform:
 
 
 class Walk:
-    """Random walks of any decoder (uniform among the allowed tokens and ending, per step)."""
+    """Random walks of any decoder: uniform among the allowed tokens and ending, per step, for the
+    first half of the budget; then steered (``steering``) to a final state, ending there."""
 
     uniform = False
 
     def __init__(self, decoder, max_tokens: int = MAX_TOKENS):
+        from .steering import steering
+
         self.decoder, self.max_tokens = decoder, max_tokens
+        self.closer = steering(decoder)
 
     def draw(self, rng: np.random.Generator) -> list[int] | None:
-        """A walk to a final state, or None (a dead end, or not final at the budget)."""
+        """A walk to a final state, or None (not final at the budget)."""
         d = self.decoder
         s, out = d.initial(), []
         while True:
@@ -126,9 +131,15 @@ class Walk:
             allowed = np.flatnonzero(d.mask(s))
             if not len(allowed):
                 return out if final else None
-            i = int(rng.integers(len(allowed) + final))
-            if i == len(allowed):
-                return out
+            if 2 * len(out) >= self.max_tokens:  # steer: end at once where final, else get nearer
+                if final:
+                    return out
+                allowed = self.closer(s, allowed)
+                i = int(rng.integers(len(allowed)))
+            else:
+                i = int(rng.integers(len(allowed) + final))
+                if i == len(allowed):
+                    return out
             out.append(int(allowed[i]))
             s = d.advance(s, out[-1])
 

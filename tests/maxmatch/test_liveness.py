@@ -12,26 +12,13 @@ from hypothesis import strategies as st
 from tokfst_cli import catalogue, pipeline
 from tokfst_cli.constraint import FstDecoder
 from tokfst_cli.errors import DisallowedTokenError
+from tokfst_cli.steering import text_steering
 
 from ..conftest import real
-from ..helpers import distance_to_final
 from ..walks import equal_masks, walks
 
 PATTERNS = {**catalogue.FOUNDATION, **catalogue.MAXMATCH,
             "prefixes": "(unaffable|unaff|una|un)( (playing|play|pla))?"}  # pieces that leave no greedy rest
-
-
-def text_steering(machine):
-    """closer(state, toks): allowed tokens (a sample) whose next X state is nearest a final state."""
-    succ = {s: list(d.values()) for s, d in enumerate(machine.delta)}
-    dist = distance_to_final(succ, set(np.flatnonzero(machine.finals).tolist()))
-
-    def closer(state, toks: np.ndarray) -> np.ndarray:
-        sample = toks[:: max(1, len(toks) // 64)]
-        d = np.array([dist.get(machine.advance(state, int(t))[0], 1 << 30) for t in sample])
-        return sample[d == d.min()]
-
-    return closer
 
 
 @pytest.mark.parametrize("key", list(PATTERNS))

@@ -282,9 +282,10 @@ Materialized artifacts (.fst, index) are sampled uniformly among the token seque
 most --max-tokens tokens they accept: a backward count of the paths per state and length
 (float64, in log space) weighs every choice, so each sequence is equally likely. Factorized
 artifacts have no arc table: a random walk chooses uniformly among the allowed tokens and,
-at a final state, ending; a walk not at a final state after --max-tokens tokens (or at a
-dead end) is drawn again. Walks are not uniform over sequences: on free text most are
---max-tokens long. An artifact with no sequence within --max-tokens is refused (exit 2).
+at a final state, ending, for the first half of --max-tokens; then it is steered to the
+nearest final state and ends there (a walk not final after --max-tokens tokens is drawn
+again). Walks are not uniform over sequences. An artifact with no sequence within
+--max-tokens is refused (exit 2).
 
 \b
 --output ids     token ids separated by spaces (one sequence per line; default)
