@@ -34,6 +34,7 @@ from .word import DEAD, WHOLE, Word
 
 Arcs = Callable[[int], tuple[np.ndarray, np.ndarray, int]]  # p -> (token ids, next states, state after a boundary or -1)
 FORMAT_KEYS = ("pair_keys", "live_bits", "special_keys", "special_live")
+SPARSE = 1024  # a unit with at most this many live tokens answers a class by pair tests
 
 
 class Liveness:
@@ -48,6 +49,7 @@ class Liveness:
         self.special_keys, self.special_live = special_keys, special_live
         self._next: dict[tuple, np.ndarray] = {}
         self._tokens: dict[tuple, np.ndarray] = {}
+        self._sparse: dict[tuple, np.ndarray | None] = {}
 
     # ---- lookups ------------------------------------------------------------------------
     def _pairs(self, p_next: np.ndarray, fb_next: np.ndarray) -> np.ndarray:
@@ -93,16 +95,45 @@ class Liveness:
         fit in ``budget`` bytes; past it they are computed on first use."""
         self.word.allowed(START, 0)  # the class-free masks every first step needs
         self.word.step.follow(0)
+        self.imp.banned(np.zeros(2, np.int64), np.zeros(2, np.int64))  # the pair test's tables, built once
         n = len(self.pair_keys) + len(self.special_keys)
-        if n * self.imp.vocab_size > budget:
+        if 2 * n * self.imp.vocab_size > budget:  # live tokens, and them cut to follow(fb)
             return
         for key in self.pair_keys.tolist():
-            p, fb = divmod(key, self.n_fb)
-            self.tokens(p, 0, fb, DEAD)
+            self._base(*divmod(key, self.n_fb))
         for key in self.special_keys.tolist():
             (p, fb), node = divmod(key // self.word.nodes, self.n_fb), key % self.word.nodes
             cls = START if node == 0 else int(self.word.classes[self.word.last[node]])
             self.tokens(p, cls, fb, node)
+
+    def _base(self, p: int, fb: int) -> tuple[np.ndarray, np.ndarray | None]:
+        """Unit (p, fb)'s live tokens cut to ``follow(fb)``, and their ids when at most SPARSE (cached)."""
+        key = ("follow", p, fb)
+        base = self._tokens.get(key)
+        if base is None:
+            base = self._tokens[key] = self.tokens(p, 0, fb, DEAD) & self.word.step.follow(fb)
+            ids = np.flatnonzero(base)
+            self._sparse[key] = ids if len(ids) <= SPARSE else None
+        return base, self._sparse[key]
+
+    def member_mask(self, p: int, cls: int, fb: int, node: int) -> np.ndarray:
+        """The member's mask: its live tokens that A_BPE allows after ``cls`` (a new array). For an
+        ordinary class the live tokens are cut to ``follow(fb)`` once per unit, then only the
+        class's BANNED ids are cleared."""
+        word = self.word
+        if cls < 0 or node != DEAD:  # START, WHOLE, or a node of the ignore_merges trie
+            return self.tokens(p, cls, fb, node) & word.allowed(cls, fb)
+        if not word.step.continues(cls):
+            return np.zeros(self.imp.vocab_size, bool)
+        base, few = self._base(p, fb)
+        if few is not None:  # a few live tokens: test each pair instead of clearing the whole row
+            rep = np.full(len(few), word.step.reps[cls], np.int64)
+            m = np.zeros(self.imp.vocab_size, bool)
+            m[few[~self.imp.banned(rep, few)]] = True
+            return m
+        m = base.copy()
+        m[word.step.banned_ids(cls)] = False
+        return m
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         return {"pair_keys": self.pair_keys, "live_bits": np.packbits(self.live, axis=1),

@@ -147,7 +147,7 @@ class MarkedFactorized(Steps):
     def mask(self, state: frozenset[Member]) -> np.ndarray:
         m = None
         for p, c, fb, node in state:
-            x = self.live.tokens(p, c, fb, node) & self.word.allowed(c, fb)
+            x = self.live.member_mask(p, c, fb, node)
             m = x if m is None else np.bitwise_or(m, x, out=m)
         return m if m is not None else np.zeros(self.imp.vocab_size, bool)
 

@@ -147,8 +147,7 @@ class Factorized(Steps):
 
     def mask(self, state: State) -> np.ndarray:
         """Bool mask over token ids: the tokens after which a canonical completion exists."""
-        p, cls, fb, node = state
-        return self.live.tokens(p, cls, fb, node) & self.word.allowed(cls, fb)
+        return self.live.member_mask(*state)
 
     def advance(self, state: State, token: int) -> State:
         p, cls, fb, node = state

@@ -54,11 +54,25 @@ class Stepper:
                 m = np.zeros(imp.vocab_size, bool)
             else:
                 m = self.follow(fb).copy()
-                ru = int(imp.rpos[rep])
-                if ru >= 0:
-                    m[imp.lorder[rowmod.row_positions(imp._rows(), ru)]] = False
+                m[self.banned_ids(cls)] = False
             self._masks[key] = m
         return m
+
+    def banned_ids(self, cls: int) -> np.ndarray:
+        """The token ids of class cls's BANNED row (its left-spine intervals), cached: what a
+        continuing class removes from ``follow``."""
+        key = ("banned", cls)
+        got = self._masks.get(key)
+        if got is None:
+            imp = self.imp
+            ru = int(imp.rpos[self.reps[cls]])
+            got = imp.lorder[rowmod.row_positions(imp._rows(), ru)] if ru >= 0 else np.zeros(0, np.int64)
+            self._masks[key] = got
+        return got
+
+    def continues(self, cls: int) -> bool:
+        """May a token follow one of class cls inside a word (no end-of-word suffix)?"""
+        return bool(self.imp.may_continue[self.reps[cls]])
 
     def follow(self, fb: int) -> np.ndarray:
         """Tokens that may follow some token inside a word from fallback state fb (no BANNED row)."""
