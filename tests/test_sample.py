@@ -204,6 +204,9 @@ def test_cli_errors_and_atomic_output(artifacts, tmp_path):
         assert r.rc == 2 and len(r.err_lines) == 1 and r.out == b"", (args, r.stderr)
         assert "Traceback" not in r.stderr
         assert out.read_text() == "earlier\n"  # a failed run leaves OUT alone
+    r = run("sample", "gpt2", artifacts / "cities.json", out, "--max-tokens", "100000000")  # a table too big
+    assert r.rc == 3 and len(r.err_lines) == 1 and "--max-tokens" in r.stderr and "Traceback" not in r.stderr
+    assert out.read_text() == "earlier\n"
     r = run("sample", "gpt2", artifacts / "date.fst", out, "-n", "3", "--seed", "0")
     assert r.rc == 0 and r.out == b""
     assert len(out.read_text().splitlines()) == 3

@@ -28,9 +28,10 @@ from collections.abc import Callable
 import numpy as np
 
 from .constraint import FstDecoder, IndexDecoder
-from .errors import InputError
+from .errors import InputError, LimitError
 
 MAX_TOKENS = 64
+MAX_CELLS = 50_000_000  # path-count table cells (states x (max_tokens + 1)), float64: 400 MB
 WALK_TRIES = 10  # dropped walks allowed per requested sample (at least 50) before giving up
 
 
@@ -57,6 +58,10 @@ class Uniform:
                 if t not in seen:
                     seen.add(t)
                     states.append(t)
+        cells = len(states) * (max_tokens + 1)
+        if cells > MAX_CELLS:  # refused before the table is allocated
+            raise LimitError("the path-count table of uniform sampling", "max_tokens", max_tokens, cells,
+                             remedy="lower", unit="cells", at_least=True)
         remap = np.full(max(states) + 1, -1, np.int64)
         remap[states] = np.arange(len(states))
         self.labels = np.concatenate(labels)

@@ -141,3 +141,16 @@ def test_property_factorized_equals_materialized(pattern, name, level):
     fac = pipeline.build(model, pattern, canonical=True, level=level, limits=pipeline.Limits(max_arcs=0))
     assert mat.materialized and not fac.materialized
     assert equal_masks(FstDecoder(mat.fst, model.vocab_size), fac.decoder(), 400) > 0
+
+
+def test_the_table_is_refused_past_its_limit_before_it_is_built(tokenizer):
+    """compute's max_cells counts the table's cells (units x classes), checked before allocating it."""
+    from tokfst_cli.bpe.liveness import compute
+
+    dec = pipeline.build(tokenizer("gpt2"), "[a-z]+( [a-z]+){0,3}", canonical=True,
+                         limits=pipeline.Limits(max_arcs=0)).decoder()
+    cells = dec.live.live.size
+    assert compute(dec.word, dec.arcs, dec.finals, dec.start, max_cells=cells).live.size == cells
+    with pytest.raises(LimitError) as e:
+        compute(dec.word, dec.arcs, dec.finals, dec.start, max_cells=cells - 1)
+    assert e.value.value == cells and e.value.exit_code == 3

@@ -28,13 +28,41 @@ from collections.abc import Callable
 import numpy as np
 
 from ..errors import LimitError
-from .explicit import START
+from .explicit import START, fallback_ok
 from .implicit import ImplicitBpe
 from .word import DEAD, WHOLE, Word
 
 Arcs = Callable[[int], tuple[np.ndarray, np.ndarray, int]]  # p -> (token ids, next states, state after a boundary or -1)
-FORMAT_KEYS = ("pair_keys", "live_bits", "special_keys", "special_live")
 SPARSE = 1024  # a unit with at most this many live tokens answers a class by pair tests
+
+
+def pair_rows(pair_keys: np.ndarray, n_fb: int, p_next: np.ndarray, fb_next: np.ndarray) -> np.ndarray:
+    """Table row of each generic unit (p_next[i], fb_next[i]) among the sorted ``pair_keys``; -1 if absent."""
+    keys = p_next * n_fb + fb_next
+    i = np.clip(np.searchsorted(pair_keys, keys), 0, max(len(pair_keys) - 1, 0))
+    found = (pair_keys[i] == keys) if len(pair_keys) else np.zeros(len(keys), bool)
+    return np.where(found, i, -1)
+
+
+def successor_bits(live: np.ndarray, pair_keys: np.ndarray, n_fb: int, nexts: np.ndarray, cs: np.ndarray,
+                   fs: np.ndarray, ns: np.ndarray, special: Callable[[int, int, int], bool]) -> np.ndarray:
+    """Is the member after each arc live? (next state, class or WHOLE, fallback state, trie node):
+    generic members are read off the table ``live``, trie members asked of ``special(q, fb, node)``."""
+    col = np.where(cs == WHOLE, live.shape[1] - 1, cs)
+    pid = pair_rows(pair_keys, n_fb, nexts, fs)
+    ok = (pid >= 0) & (cs != -1)  # -1: a token A_BPE never allows
+    out = np.zeros(len(nexts), bool)
+    out[ok] = live[pid[ok], col[ok]]
+    for j in np.flatnonzero(ns != DEAD):
+        out[j] = special(int(nexts[j]), int(fs[j]), int(ns[j]))
+    return out
+
+
+def special_unit(key: int, n_fb: int, word: Word) -> tuple[int, int, int, int]:
+    """(p, fb, node, class) of a special unit's key ((p * n_fb + fb) * nodes + node): the trie's
+    root is a word start (START), another node has the class of the token that leads to it."""
+    (p, fb), node = divmod(key // word.nodes, n_fb), key % word.nodes
+    return p, fb, node, START if node == 0 else int(word.classes[word.last[node]])
 
 
 class Liveness:
@@ -52,12 +80,6 @@ class Liveness:
         self._sparse: dict[tuple, np.ndarray | None] = {}
 
     # ---- lookups ------------------------------------------------------------------------
-    def _pairs(self, p_next: np.ndarray, fb_next: np.ndarray) -> np.ndarray:
-        keys = p_next * self.n_fb + fb_next
-        i = np.clip(np.searchsorted(self.pair_keys, keys), 0, max(len(self.pair_keys) - 1, 0))
-        found = (self.pair_keys[i] == keys) if len(self.pair_keys) else np.zeros(len(keys), bool)
-        return np.where(found, i, -1)
-
     def special(self, p: int, fb: int, node: int) -> bool:
         key = (p * self.n_fb + fb) * self.word.nodes + node
         i = int(np.searchsorted(self.special_keys, key))
@@ -70,14 +92,8 @@ class Liveness:
         if got is None:
             labels, nexts, _ = self._arcs(p)
             cs, fs, ns = self.word.after(cls, fb, node, labels)
-            col = np.where(cs == WHOLE, self.n_cls, cs)
-            pid = self._pairs(nexts, fs)
-            ok = (pid >= 0) & (cs != -1)
-            got = np.zeros(len(labels), bool)
-            got[ok] = self.live[pid[ok], col[ok]]
-            for i in np.flatnonzero(ns != DEAD):
-                got[i] = self.special(int(nexts[i]), int(fs[i]), int(ns[i]))
-            self._next[key] = got
+            got = self._next[key] = successor_bits(self.live, self.pair_keys, self.n_fb, nexts, cs, fs, ns,
+                                                   self.special)
         return got
 
     def tokens(self, p: int, cls: int, fb: int, node: int) -> np.ndarray:
@@ -102,8 +118,7 @@ class Liveness:
         for key in self.pair_keys.tolist():
             self._base(*divmod(key, self.n_fb))
         for key in self.special_keys.tolist():
-            (p, fb), node = divmod(key // self.word.nodes, self.n_fb), key % self.word.nodes
-            cls = START if node == 0 else int(self.word.classes[self.word.last[node]])
+            p, fb, node, cls = special_unit(key, self.n_fb, self.word)
             self.tokens(p, cls, fb, node)
 
     def _base(self, p: int, fb: int) -> tuple[np.ndarray, np.ndarray | None]:
@@ -234,13 +249,12 @@ def compute(word: Word, arcs: Arcs, finals: np.ndarray, start: int, max_cells: i
     n_fb = len(imp.fb_final)
     n_cls = int(word.classes.max()) + 1 if (word.classes >= 0).any() else 0
     nodes = word.nodes
-    is_fb = imp.fb_byte >= 0
-    fb_col = np.clip(imp.fb_byte, 0, 255)
-    follow = imp.allowed & imp.may_follow
+    fb_ok: dict[int, np.ndarray] = {}
 
-    def moves(fb: int, labels: np.ndarray) -> np.ndarray:  # fallback-DFA condition of explicit.successors
-        ok = ~is_fb[labels] | (imp.fb_delta[fb, fb_col[labels]] >= 0)
-        return ok & is_fb[labels] if fb else ok
+    def moves(fb: int, labels: np.ndarray) -> np.ndarray:  # the fallback-DFA condition of explicit.successors
+        if fb not in fb_ok:
+            fb_ok[fb] = fallback_ok(imp, fb)
+        return fb_ok[fb][labels]
 
     # forward exploration of units: generic (p, fb) -> key p * n_fb + fb; special (p, fb, k) -> key * nodes + k
     pair_ids: dict[int, int] = {}
@@ -264,8 +278,7 @@ def compute(word: Word, arcs: Arcs, finals: np.ndarray, start: int, max_cells: i
         if kind == "g":
             p, fb, node, cls = key // n_fb, key % n_fb, DEAD, 0
         else:
-            (p, fb), node = divmod(key // nodes, n_fb), key % nodes
-            cls = START if node == 0 else int(word.classes[word.last[node]])
+            p, fb, node, cls = special_unit(key, n_fb, word)
         labels, nexts, after = arcs(p)
         keep = (imp.allowed[labels] | (imp.alone[labels] if cls == START else False)) & moves(fb, labels)
         labels, nexts = labels[keep], nexts[keep]
@@ -283,24 +296,18 @@ def compute(word: Word, arcs: Arcs, finals: np.ndarray, start: int, max_cells: i
     relevant = _relevant_classes(arcs, units, n_fb, nodes, word, n_cls)
     gkeys = np.array(sorted(pair_ids), np.int64)
     if len(gkeys) * (n_cls + 1) > max_cells:
-        raise LimitError("the co-reachability table", "max_cells", max_cells, len(gkeys) * (n_cls + 1))
+        raise LimitError("the co-reachability table", "max_cells", max_cells, len(gkeys) * (n_cls + 1),
+                         remedy="table", unit="cells", at_least=True)
     row_of = {k: r for r, k in enumerate(gkeys.tolist())}
     live = np.zeros((len(gkeys), n_cls + 1), bool)
     spec_live: dict[int, bool] = {k: False for k in spec_ids}
     rows = class_rows(imp, word, n_cls) if n_cls else None
-    pair_index = Liveness(word, arcs, gkeys, live, np.zeros(0, np.int64), np.zeros(0, bool))
     memo: dict[tuple[int, bytes], np.ndarray] = {}
     subsets: dict[int, tuple] = {}
 
-    def successors_live(p: int, fb: int, labels, nexts, cs, fs, ns) -> np.ndarray:
-        col = np.where(cs == WHOLE, n_cls, cs)
-        pid = pair_index._pairs(nexts, fs)
-        out = np.zeros(len(labels), bool)
-        ok = pid >= 0
-        out[ok] = live[pid[ok], col[ok]]
-        for j in np.flatnonzero(ns != DEAD):
-            out[j] = spec_live.get((int(nexts[j]) * n_fb + int(fs[j])) * nodes + int(ns[j]), False)
-        return out
+    def successors_live(nexts, cs, fs, ns) -> np.ndarray:
+        return successor_bits(live, gkeys, n_fb, nexts, cs, fs, ns,
+                              lambda q, f, k: spec_live.get((q * n_fb + f) * nodes + k, False))
 
     def may_end(p: int, after: int) -> bool:
         return bool(finals[p]) or (after >= 0 and spec_live.get(after * n_fb * nodes, False))
@@ -308,10 +315,10 @@ def compute(word: Word, arcs: Arcs, finals: np.ndarray, start: int, max_cells: i
     def evaluate_generic(key: int) -> bool:
         p, fb = divmod(key, n_fb)
         labels, nexts, after = arcs(p)
-        keep = follow[labels] & moves(fb, labels)
+        keep = word.step.follow(fb)[labels]  # allowed, may follow, and the fallback-DFA condition
         labels, nexts = labels[keep], nexts[keep]
         cs, fs, ns = word.after(0, fb, DEAD, labels)
-        tokens = labels[successors_live(p, fb, labels, nexts, cs, fs, ns)]
+        tokens = labels[successors_live(nexts, cs, fs, ns)]
         classes = relevant.get(p, np.zeros(0, np.int64))  # the classes a member at p can have
         sig = (p, tokens.tobytes())
         row = memo.get(sig)
@@ -331,13 +338,12 @@ def compute(word: Word, arcs: Arcs, finals: np.ndarray, start: int, max_cells: i
         return changed
 
     def evaluate_special(key: int) -> bool:
-        (p, fb), node = divmod(key // nodes, n_fb), key % nodes
-        cls = START if node == 0 else int(word.classes[word.last[node]])
+        p, fb, node, cls = special_unit(key, n_fb, word)
         labels, nexts, after = arcs(p)
         allowed = word.allowed(cls, fb)[labels]
         labels, nexts = labels[allowed], nexts[allowed]
         cs, fs, ns = word.after(cls, fb, node, labels)
-        new = bool(successors_live(p, fb, labels, nexts, cs, fs, ns).any()) or (
+        new = bool(successors_live(nexts, cs, fs, ns).any()) or (
             word.ends(cls, fb, node) and may_end(p, after))
         changed = new != spec_live[key]
         spec_live[key] = new

@@ -25,13 +25,6 @@ from .word import Word, stepper
 State = tuple[int, int, int, int]  # (state of S, class of last token | START | WHOLE, fallback state, trie node)
 
 
-def sorted_arcs(fst: pynini.Fst, p: int) -> tuple[np.ndarray, np.ndarray]:
-    """Token ids (sorted) and next states of state p of a token acceptor."""
-    arr = np.array([(a.ilabel - 1, a.nextstate) for a in fst.arcs(p)], np.int64).reshape(-1, 2)
-    order = np.argsort(arr[:, 0], kind="stable")
-    return arr[order, 0], arr[order, 1]
-
-
 def sorted_arcs_reader(fst: pynini.Fst) -> Callable[[int], tuple[np.ndarray, np.ndarray]]:
     """state -> (token ids sorted, next states), read in bulk (``artifacts.fst_arrays``, ``index.by_label``)."""
     from ..artifacts import fst_arrays
@@ -49,7 +42,7 @@ def materialize(agnostic: pynini.Fst, imp: ImplicitBpe, max_arcs: int = 2_000_00
     and counts arcs (stopping early past ``max_arcs``, before any arc is built), then the Fst.
     """
     step = stepper(imp)
-    arcs = {p: sorted_arcs(agnostic, p) for p in agnostic.states()}
+    arcs = sorted_arcs_reader(agnostic)
     zero = pynini.Weight.zero(agnostic.weight_type())
     n_fb = len(imp.fb_final)
     n_cls = int(step.classes.max()) + 2  # classes and START (-1 -> 0)
@@ -69,7 +62,7 @@ def materialize(agnostic: pynini.Fst, imp: ImplicitBpe, max_arcs: int = 2_000_00
         i += 1
         p, rest = divmod(k, width)
         c, fb = divmod(rest, n_fb)
-        labels, targets = arcs[p]
+        labels, targets = arcs(p)
         if len(labels):
             keep = step.mask(c - 1, fb)[labels]
             labels, targets = labels[keep], targets[keep]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..errors import LimitError, TokfstError
 
-FLAGS = {"max_states": "--max-states", "max_arcs": "--max-arcs"}
+FLAGS = {"max_states": "--max-states", "max_arcs": "--max-arcs", "max_tokens": "--max-tokens"}
 
 # The exit codes: (code, short meaning, full meaning). The one table behind tokfst --help (short),
 # README's Conventions and the man page's EXIT STATUS (full; scripts/gen_docs.py renders both).
@@ -50,6 +50,8 @@ REMEDIES = {
     "product": "use --method product with --format index (the factorized form), or raise {flag}",
     "implicit": "use --form implicit or raise {flag}",
     "vocabulary": "raise {flag} or use a smaller vocabulary",
+    "lower": "lower {flag} or sample a smaller artifact",
+    "table": "simplify the regex: the factorized form's co-reachability table holds a bit per state and class",
     None: "raise {flag}",
 }
 
