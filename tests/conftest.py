@@ -122,3 +122,15 @@ def real(name: str):
 @lru_cache(maxsize=1)
 def words100() -> list[str]:
     return (PACKAGE_DATA / "words100.txt").read_text().split()
+
+
+@pytest.fixture(scope="module")
+def torch_one_thread():
+    """The machine is shared: torch on one thread (its own pool would fight the other tests);
+    for the modules that run a model (``pytestmark = pytest.mark.usefixtures(...)``)."""
+    import torch
+
+    saved = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(saved)

@@ -38,13 +38,7 @@ TASTE = 0.5  # the bonus (logits) per step so far of a token that brings the tex
 EOS_TASTE = 8.0  # the bonus of EOS where the text may end
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """The machine is shared: torch on one thread (its own pool would fight the other tests)."""
-    saved = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(saved)
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
 
 class Taste(LogitsProcessor):

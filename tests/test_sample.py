@@ -170,6 +170,7 @@ def artifacts(tmp_path_factory, tokenizer):
     index.write_text(json.dumps(pipeline.build(model, REGEXES["cities"], canonical=True).index()))
     fst = pipeline.build(model, REGEXES["date"]).fst
     write_fst(str(d / "date.fst"), fst)
+    write_fst(str(d / "words.fst"), pipeline.build(model, "[a-z]+").fst)  # infinite: a budget's table is needed
     return d
 
 
@@ -204,7 +205,7 @@ def test_cli_errors_and_atomic_output(artifacts, tmp_path):
         assert r.rc == 2 and len(r.err_lines) == 1 and r.out == b"", (args, r.stderr)
         assert "Traceback" not in r.stderr
         assert out.read_text() == "earlier\n"  # a failed run leaves OUT alone
-    r = run("sample", "gpt2", artifacts / "cities.json", out, "--max-tokens", "100000000")  # a table too big
+    r = run("sample", "gpt2", artifacts / "words.fst", out, "--max-tokens", "100000000")  # a table too big
     assert r.rc == 3 and len(r.err_lines) == 1 and "--max-tokens" in r.stderr and "Traceback" not in r.stderr
     assert out.read_text() == "earlier\n"
     r = run("sample", "gpt2", artifacts / "date.fst", out, "-n", "3", "--seed", "0")

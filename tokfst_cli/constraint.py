@@ -13,7 +13,10 @@ Implementations: :class:`FstDecoder` (a materialized ``.fst``), :class:`IndexDec
 kind from the file's magic bytes or format field. Every form offers exactly the tokens after
 which a completion reaches a final state (the factorized forms through their co-reachability:
 ``bpe.liveness``, ``maxmatch.liveness``). Each decoder also has ``bitmask(state)``,
-``forced(state)`` and ``matcher(eos)`` (``matcher.Steps``).
+``forced(state)`` and ``matcher(eos)`` (``matcher.Steps``). A loaded decoder's ``healing`` is
+the artifact's token healing (``healing.Healing``: the prompt, the kept token ids, how many of
+``encode(prompt)``'s tokens the constraint re-tokenizes; seed 001 Sec. 4.4), or None: then
+``initial()`` is already the state after the kept ids (a ``.fst`` file does not record it).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import pynini
 
 from .artifacts import fst_arrays, read_artifact
 from .errors import DisallowedTokenError, InputError
+from .healing import Healing
 from .matcher import Steps
 from .tokenizer import TokenizerModel
 
@@ -50,6 +54,8 @@ class _Table(Steps):
     of ``labels`` (CSR, rows may be shared: coalescence) and its next states ``nexts[noff[s]:noff[s+1]]``.
     Each row's packed bitmask is made at load (within ``BITMASK_BUDGET`` bytes, else on first use),
     so ``bitmask(state)`` at a fresh state is a lookup."""
+
+    healing: Healing | None = None
 
     def __init__(self, vocab_size: int, start: int, final: np.ndarray, labels: np.ndarray, loff: np.ndarray,
                  row: np.ndarray | None, nexts: np.ndarray, noff: np.ndarray):
@@ -134,6 +140,7 @@ class IndexDecoder(_Table):
             raise ValueError(f"not a valid tokfst-index: {a}")
         super().__init__(a.vocab, a.initial, a.final, a.labels, a.loff, a.row, a.nexts, a.noff)
         self.fingerprint = index["tokenizer"]["fingerprint"]
+        self.healing = Healing.from_json(index["healing"]) if "healing" in index else None
 
 
 def _index(data: bytes, source: str) -> IndexDecoder:
@@ -186,6 +193,8 @@ def _checked(index: dict) -> _IndexArrays | str:
             digest = checksum_of_arrays(index, got.finals, got.labels, got.loff, got.row, got.nexts, got.noff)
         if index["sha256"] != digest:
             return "checksum mismatch"
+    if not isinstance(got, str) and "healing" in index and Healing.from_json(index["healing"]) is None:
+        return "bad healing field"
     return got
 
 

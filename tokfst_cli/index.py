@@ -11,6 +11,11 @@ and then comparing each state's tokens (:func:`coalesce`), the checksum written 
 arrays (:func:`checksum_of_arrays`, equal to :func:`checksum`). A Python object is made per
 token only for the JSON lists themselves.
 
+Built with a prompt (token healing, ``healing.py``), the index also has the optional field
+``healing``: {"prompt", "kept", "retokenized"}: the caller keeps the prompt's first tokens
+``kept``, and ``initial`` is the state after them (``healing`` is not in the checksum;
+``initial`` is).
+
 Format ``tokfst-index`` version 1 (JSON):
     format, version         "tokfst-index", 1
     generator               "tokfst <version>"
@@ -44,11 +49,12 @@ SMALL = 256  # below this many values, plain Python beats numpy's fixed costs
 
 
 def build_index(fst: pynini.Fst, model: TokenizerModel, pattern: str, max_states: int | None = None,
-                max_arcs: int | None = None) -> dict[str, Any]:
+                max_arcs: int | None = None, healing: dict | None = None) -> dict[str, Any]:
     """Export a deterministic token acceptor (labels = id + 1) as a coalesced index.
 
     The index has the acceptor's states and arcs, counted first: past ``max_states`` or
-    ``max_arcs`` a LimitError is raised before any of it is built.
+    ``max_arcs`` a LimitError is raised before any of it is built. ``healing``: the optional
+    field of that name (``healing.Healing.to_json``).
     """
     with stage("index export"):
         states = fst.num_states()
@@ -61,7 +67,10 @@ def build_index(fst: pynini.Fst, model: TokenizerModel, pattern: str, max_states
                 if arcs > max_arcs:
                     raise LimitError("the index", "max_arcs", max_arcs)
         report(states)
-        return _index(fst, model, pattern)
+        index = _index(fst, model, pattern)
+        if healing is not None:
+            index["healing"] = healing
+        return index
 
 
 def _index(fst: pynini.Fst, model: TokenizerModel, pattern: str) -> dict[str, Any]:

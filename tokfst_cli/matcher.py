@@ -56,7 +56,10 @@ def forced(decoder, state: Any, limit: int = 1 << 16) -> tuple[list[int], Any]:
 class Steps:
     """What every decoder offers beyond the protocol (mixed into each decoder class):
     ``bitmask(state)`` (packed int32 words), ``forced(state)`` (the tokens that are the only
-    choice, coalescence) and ``matcher(eos)`` (a :class:`Matcher` for one sequence)."""
+    choice, coalescence) and ``matcher(eos)`` (a :class:`Matcher` for one sequence). ``healing``:
+    the token healing the constraint was built with (``healing.Healing``), or None."""
+
+    healing = None
 
     def bitmask(self, state: Any) -> np.ndarray:
         return pack(self.mask(state))

@@ -41,6 +41,7 @@ import pynini
 
 from . import lexicon as lexicon_mod
 from .errors import InputError, LimitError
+from .filters import NONE as NO_FILTERS, Filters
 from .progress import stage
 from .promote import promote as promote_agnostic
 from .regex import ByteAutomaton, compile_regex
@@ -71,6 +72,7 @@ class Result:
     seconds: float = field(default=0.0)
     limits: Limits = field(default_factory=Limits)
     canonical: bool = False
+    healing: Any = None  # with a prompt: healing.Healing (the kept prefix, the re-tokenized tail)
 
     @property
     def materialized(self) -> bool:
@@ -87,13 +89,18 @@ class Result:
         from .index import build_index
 
         return build_index(self.fst, self.model, self.pattern, self.limits.max_states,
-                           self.limits.max_arcs if self.canonical else None)
+                           self.limits.max_arcs if self.canonical else None,
+                           self.healing.to_json() if self.healing is not None else None)
 
     def decoder(self):
         """The per-step decoder (``initial``, ``mask``, ``advance``, ``is_final``)."""
         from .constraint import FstDecoder
 
-        return FstDecoder(self.fst, self.model.vocab_size) if self.materialized else self.lazy
+        if not self.materialized:
+            return self.lazy
+        decoder = FstDecoder(self.fst, self.model.vocab_size)
+        decoder.healing = self.healing
+        return decoder
 
 
 # ---- the stages --------------------------------------------------------------------------------
@@ -264,9 +271,21 @@ def canonicalize_maxmatch(model: TokenizerModel, automaton: ByteAutomaton, text:
 
 
 # ---- the whole pipeline ------------------------------------------------------------------------
+def check_options(model: TokenizerModel, canonical: bool, filters: Filters, prompt: str | None) -> None:
+    """Refuse, before building, what the filters and the prompt cannot be combined with."""
+    if prompt is not None and not canonical:
+        raise InputError("a prompt is healed by canonical promotion only", "ask for canonical promotion",
+                         hint="prompt-needs-canonical")
+    if prompt is not None and filters.max_tokens is not None:
+        raise InputError("max_tokens cannot be combined with a prompt (the kept prefix is known only after the build)",
+                         "drop one of them", hint="prompt-max-tokens")
+
+
 def build(model: TokenizerModel, pattern: str, *, canonical: bool = False, method: str | None = None,
           limits: Limits = Limits(), artifact: str | None = None, factorized_ok: bool = True,
-          lexicon: pynini.Fst | None = None, cache: bool = True, level: str = "pipeline") -> Result:
+          lexicon: pynini.Fst | None = None, cache: bool = True, level: str = "pipeline",
+          filters: Filters = NO_FILTERS, prompt: str | None = None,
+          automaton: ByteAutomaton | None = None) -> Result:
     """A -> P -> S -> C for ``pattern`` over ``model``'s tokens.
 
     ``canonical`` keeps only HF's tokenizations (stage C, ``method`` per family, default the
@@ -274,9 +293,14 @@ def build(model: TokenizerModel, pattern: str, *, canonical: bool = False, metho
     ``factorized_ok=False`` turns a too-big canonical automaton into a ``LimitError``.
     ``level`` (BPE, canonical): "pipeline" keeps what ``encode`` produces for the text
     (normalizer, pre-tokenizer, model; stage P), "model" what the BPE model produces for the
-    text as one pre-token.
+    text as one pre-token. ``filters`` (seed 001 Sec. 4): text-level ones restrict A, token-level
+    ones S (before C). ``prompt`` (canonical only): token healing by construction (seed 001
+    Sec. 4.4): the prompt's text is prepended to A; ``Result.healing`` tells the kept prefix.
+    ``automaton``: stage A's byte DFA given directly (e.g. a JSON Schema's); ``pattern`` then only
+    names it.
     """
     method = check_method(model, canonical, method, level)
+    check_options(model, canonical, filters, prompt)
     maxmatch = canonical and model.family == "wordpiece"  # needs no lexicon transducer T
     marked = canonical and model.family == "bpe" and level == "pipeline"
     lex = None if maxmatch else (lexicon if lexicon is not None and not marked
@@ -284,19 +308,62 @@ def build(model: TokenizerModel, pattern: str, *, canonical: bool = False, metho
     start = time.perf_counter()
     result = Result(model, pattern, limits=limits, canonical=canonical)
     with stage("A: the regex's byte automaton"):
-        a = accept(pattern, limits, None if maxmatch or marked else model)
+        a = automaton if automaton is not None else accept(pattern, limits, None if maxmatch or marked else model)
+        a = _text_filters(model, a, filters, prompt)
     with stage("P: preprocessing"):
         text = preprocess(model, a, canonical, limits, level, cache)
     if maxmatch:
         with stage(f"S+C: canonical MaxMatch ({method})"):
             canonicalize_maxmatch(model, a, text, method, limits, artifact, factorized_ok, result)
+            _token_filters_after(model, result, filters)
     else:
         with stage("S: promotion MIN(PROJ(A o T))"):
             agnostic = promote(model, ByteAutomaton(text, pattern), limits, lex, marked=marked)
+            if filters.token_level() and method != "gadgets":
+                from .filters import apply_tokens
+                from .lexicon import marker_label
+
+                agnostic = apply_tokens(model, agnostic, filters, marker_label(model) if marked else None,
+                                        max_states=limits.max_states)
         if canonical:
             with stage(f"C: canonical BPE ({method}, {level} level)"):
                 canonicalize_bpe(model, a, agnostic, method, limits, artifact, factorized_ok, result, level)
+                if method == "gadgets":
+                    _token_filters_after(model, result, filters)
         else:
             result.fst = agnostic
+    if prompt is not None:
+        from . import healing
+
+        with stage("token healing at the prompt's end"):
+            result.healing = healing.settle(result, prompt)
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _text_filters(model: TokenizerModel, a: ByteAutomaton, filters: Filters, prompt: str | None) -> ByteAutomaton:
+    """A restricted by the text-level filters, then the prompt's text before it."""
+    fst = a.fst
+    if filters.text_level():
+        from .filters import apply_text
+
+        fst = apply_text(model, fst, filters)
+    if prompt is not None:
+        from . import healing
+
+        fst = healing.prefixed(model, fst, prompt)
+    return a if fst is a.fst else ByteAutomaton(fst, a.pattern)
+
+
+def _token_filters_after(model: TokenizerModel, result: Result, filters: Filters) -> None:
+    """Token-level filters on a canonical automaton built without stage S's automaton (WordPiece,
+    gadgets): on the materialized result; a factorized one is refused by name."""
+    if not filters.token_level():
+        return
+    if result.fst is None:
+        raise InputError(f"the token filters ({', '.join(filters.names())}) need the materialized automaton "
+                         "of this tokenizer, which passes a limit", "raise max_arcs, or drop the token filters",
+                         hint="filters-factorized", names=", ".join(filters.names()))
+    from .filters import apply_tokens
+
+    result.fst = apply_tokens(model, result.fst, filters, max_states=result.limits.max_states)

@@ -1,21 +1,24 @@
-"""Random token sequences of a constraint, for inspection and tests: ``tokfst sample`` (issue #12 item 4).
+"""Random token sequences of a constraint, for inspection and tests: ``tokfst sample`` (issue #12 item 4, #14 item 3).
 
-:func:`sampler` picks the way by the decoder's kind (any of :func:`tokfst_cli.constraint.load`):
+:func:`sampler` picks the way by the decoder's kind (any of :func:`tokfst_cli.constraint.load`)
+and the law asked for (``uniform``):
 
-* a materialized acceptor (``.fst``, index JSON: :class:`Uniform`): **uniform** over the accepted
-  sequences of at most ``max_tokens`` tokens. A backward dynamic program over the reachable
-  states counts, for every state s and budget k, the accepted paths of at most k tokens from s:
-  ``N_0(s) = [s final]``, ``N_k(s) = [s final] + sum over arcs s -t-> s' of N_{k-1}(s')``, in
-  float64 log space (the counts pass 10^300 on free text; a log count is exact to about 1e-13
-  relative, far below what a test of uniformity can see). A path is drawn step by step: at s
-  with budget k, end with weight [s final], take arc t with weight N_{k-1}(s'), so every
-  sequence has probability 1 / N_max(initial).
-* a factorized form (BPE or WordPiece, no arc table; :class:`Walk`): a **random walk**, not
-  uniform over paths: for the first half of the budget each step is one choice, uniformly,
-  among the allowed tokens and (at a final state) ending; then the walk is steered
-  (:mod:`tokfst_cli.steering`: among the allowed tokens, those nearest a final state of the
-  underlying automaton) and ends at the first final state. A walk not final at the budget is
+* ``None`` (the default): a materialized acceptor (``.fst``, index JSON) is sampled uniformly over
+  its paths (as ``"paths"``); a factorized form (BPE or WordPiece, no arc table; :class:`Walk`)
+  by **random walks**, not uniform over paths: for the first half of the budget each step is one
+  choice, uniformly, among the allowed tokens and (at a final state) ending; then the walk is
+  steered (:mod:`tokfst_cli.steering`: among the allowed tokens, those nearest a final state of
+  the underlying automaton) and ends at the first final state. A walk not final at the budget is
   dropped and drawn again. On free text the walks are mostly about ``max_tokens / 2`` long.
+* ``"paths"`` (:class:`Uniform`): **uniform** over the accepted sequences of at most
+  ``max_tokens`` tokens, with exact (big-integer) path counts (:class:`counting.UniformDraw`);
+  a factorized form is first expanded through its decoder (:func:`counting.explore`, up to
+  ``max_arcs`` arcs, else LimitError).
+* ``"strings"`` (:class:`UniformStrings`): **uniform over the distinct strings** the sequences
+  spell (the surface language, :func:`counting.surface`: token surfaces as the lexicon T reads
+  them, at most ``max_len`` bytes; default every string of a finite language, else
+  ``MAX_BYTES``), each given as a path spelling it, drawn uniformly among the artifact's paths
+  for that string (canonical artifacts: the only one).
 
 :func:`sample` draws n sequences; :func:`record` gives their ids, token names and text (HF's
 ``decode``).
@@ -27,12 +30,14 @@ from collections.abc import Callable
 
 import numpy as np
 
+from . import counting
 from .constraint import FstDecoder, IndexDecoder
 from .errors import InputError, LimitError
 
 MAX_TOKENS = 64
-MAX_CELLS = 50_000_000  # path-count table cells (states x (max_tokens + 1)), float64: 400 MB
+MAX_BYTES = 64  # default bound of uniform strings for an infinite surface language
 WALK_TRIES = 10  # dropped walks allowed per requested sample (at least 50) before giving up
+LAWS = ("paths", "strings")
 
 
 def _no_path(max_tokens: int, why: str = "") -> InputError:
@@ -41,76 +46,61 @@ def _no_path(max_tokens: int, why: str = "") -> InputError:
                       max_tokens=max_tokens)
 
 
+def _renamed(e: LimitError, limit: str) -> LimitError:
+    return LimitError(e.stage, limit, e.bound, e.value, e.remedy, e.unit, e.at_least)
+
+
 class Uniform:
-    """Uniform paths of a materialized acceptor (``arcs(state)``: sorted tokens, next states)."""
+    """Uniform paths of at most ``max_tokens`` tokens of an acceptor (a decoder, expanded by
+    :func:`counting.explore`), with exact path counts."""
 
     uniform = True
 
-    def __init__(self, decoder, max_tokens: int = MAX_TOKENS):
+    def __init__(self, decoder, max_tokens: int = MAX_TOKENS, max_arcs: int = counting.MAX_ARCS):
         self.max_tokens = max_tokens
-        states, seen = [int(decoder.initial())], {int(decoder.initial())}
-        labels, nexts = [], []
-        for s in states:  # breadth-first over the reachable states (the list grows), then renumbered
-            lab, nxt = decoder.arcs(s)
-            labels.append(np.asarray(lab, np.int64))
-            nexts.append(np.asarray(nxt, np.int64))
-            for t in np.unique(nxt).tolist():
-                if t not in seen:
-                    seen.add(t)
-                    states.append(t)
-        cells = len(states) * (max_tokens + 1)
-        if cells > MAX_CELLS:  # refused before the table is allocated
-            raise LimitError("the path-count table of uniform sampling", "max_tokens", max_tokens, cells,
-                             remedy="lower", unit="cells", at_least=True)
-        remap = np.full(max(states) + 1, -1, np.int64)
-        remap[states] = np.arange(len(states))
-        self.labels = np.concatenate(labels)
-        self.nexts = remap[np.concatenate(nexts)]
-        self.offsets = np.concatenate([[0], np.cumsum([len(x) for x in labels])])
-        final = np.array([decoder.is_final(s) for s in states])
-        self.log_final = np.where(final, 0.0, -np.inf)
-        self.log_counts = self._counts()
-        if not np.isfinite(self.log_counts[max_tokens][0]):
+        try:
+            self.how = counting.UniformDraw(counting.explore(decoder, max_arcs), max_tokens)
+        except LimitError as e:  # the table's bound is this sampler's max_tokens
+            raise (_renamed(e, "max_tokens") if e.limit == "max_len" else e) from None
+        if self.how.total == 0:
             raise _no_path(max_tokens)
 
-    def _counts(self) -> np.ndarray:
-        """(max_tokens + 1, states): log N_k(s), the accepted paths of at most k tokens from s."""
-        n = len(self.log_final)
-        src = np.repeat(np.arange(n), np.diff(self.offsets))
-        starts = self.offsets[:-1][np.diff(self.offsets) > 0]
-        has_arcs = np.diff(self.offsets) > 0
-        out = np.empty((self.max_tokens + 1, n))
-        out[0] = self.log_final
-        with np.errstate(divide="ignore", invalid="ignore"):
-            for k in range(1, self.max_tokens + 1):
-                vals = out[k - 1][self.nexts]
-                if len(vals):
-                    top = np.full(n, -np.inf)
-                    top[has_arcs] = np.maximum.reduceat(vals, starts)
-                    shift = np.where(np.isfinite(top), top, 0.0)
-                    arcs = np.full(n, -np.inf)
-                    arcs[has_arcs] = np.log(np.add.reduceat(np.exp(vals - shift[src]), starts)) + shift[has_arcs]
-                else:
-                    arcs = np.full(n, -np.inf)
-                out[k] = np.logaddexp(self.log_final, arcs)
-        return out
+    def paths(self) -> int:
+        """How many sequences there are to draw from (exact)."""
+        return self.how.total
 
-    def paths(self) -> float:
-        """How many sequences there are to draw from (a float: it may be huge)."""
-        return float(np.exp(self.log_counts[self.max_tokens][0]))
+    def draw(self, rng) -> list[int]:
+        return [label - 1 for label in self.how.draw(rng)]
 
-    def draw(self, rng: np.random.Generator) -> list[int]:
-        s, out = 0, []
-        for k in range(self.max_tokens, 0, -1):
-            lo, hi = self.offsets[s], self.offsets[s + 1]
-            total = self.log_counts[k][s]
-            weights = np.exp(np.append(self.log_counts[k - 1][self.nexts[lo:hi]], self.log_final[s]) - total)
-            i = int(rng.choice(len(weights), p=weights / weights.sum()))
-            if i == hi - lo:
-                return out  # end here
-            out.append(int(self.labels[lo + i]))
-            s = int(self.nexts[lo + i])
-        return out  # budget spent: s is final (its count at budget 0 was not zero)
+
+class UniformStrings:
+    """Uniform strings of the surface language of at most ``max_len`` bytes, each as a path of the
+    acceptor spelling it (uniform among those paths)."""
+
+    uniform = True
+
+    def __init__(self, decoder, model, max_len: int | None = None, max_arcs: int = counting.MAX_ARCS,
+                 max_states: int = 1_000_000):
+        from .lexicon import lexicon
+
+        self.spelled = counting.spelling(counting.explore(decoder, max_arcs), lexicon(model))
+        strings = counting.surface(self.spelled, max_states)
+        if max_len is None and not counting.is_finite(strings):
+            max_len = MAX_BYTES
+        self.strings = counting.UniformDraw(strings, max_len)
+        self.max_len = self.strings.max_len
+        if self.strings.total == 0:
+            raise InputError(f"the artifact spells no string of at most {self.max_len} bytes",
+                             "allow longer strings (max_len), or check the artifact", hint="sample-no-string",
+                             max_len=self.max_len)
+
+    def count(self) -> int:
+        """How many strings there are to draw from (exact)."""
+        return self.strings.total
+
+    def draw(self, rng) -> list[int]:
+        text = self.strings.draw(rng)
+        return [label - 1 for label in counting.UniformDraw(counting.spellings(self.spelled, text)).draw(rng)]
 
 
 class Walk:
@@ -149,19 +139,29 @@ class Walk:
             s = d.advance(s, out[-1])
 
 
-def sampler(decoder, max_tokens: int = MAX_TOKENS) -> Uniform | Walk:
-    """:class:`Uniform` for a materialized decoder, :class:`Walk` for a factorized one."""
+def sampler(decoder, max_tokens: int = MAX_TOKENS, uniform: str | None = None, model=None,
+            max_len: int | None = None, max_arcs: int = counting.MAX_ARCS) -> Uniform | UniformStrings | Walk:
+    """The sampler of ``uniform`` (None, "paths" or "strings"; see the module docstring): ``model``
+    (the tokenizer) and ``max_len`` (bytes) are for "strings"."""
     if max_tokens < 0:
         raise InputError(f"max_tokens {max_tokens} is negative", "give 0 or more")
-    if isinstance(decoder, (FstDecoder, IndexDecoder)):
-        return Uniform(decoder, max_tokens)
+    if uniform not in (None, *LAWS):
+        raise InputError(f"uniform law {uniform} is not known", f"use one of: {', '.join(LAWS)}")
+    if max_len is not None and uniform != "strings":
+        raise InputError("a bound in bytes (max_len) applies to uniform strings only",
+                         "bound paths by max_tokens, or ask for uniform strings", hint="sample-max-len")
+    if uniform == "strings":
+        return UniformStrings(decoder, model, max_len, max_arcs)
+    if uniform == "paths" or isinstance(decoder, (FstDecoder, IndexDecoder)):
+        return Uniform(decoder, max_tokens, max_arcs)
     return Walk(decoder, max_tokens)
 
 
-def sample(decoder, n: int, max_tokens: int = MAX_TOKENS, seed: int | None = None) -> list[list[int]]:
+def sample(decoder, n: int, max_tokens: int = MAX_TOKENS, seed: int | None = None, uniform: str | None = None,
+           model=None, max_len: int | None = None, max_arcs: int = counting.MAX_ARCS) -> list[list[int]]:
     """n token sequences of the decoder's language (see the module docstring for the law)."""
     rng = np.random.default_rng(seed)
-    how = sampler(decoder, max_tokens)
+    how = sampler(decoder, max_tokens, uniform, model, max_len, max_arcs)
     out: list[list[int]] = []
     dropped = 0
     while len(out) < n:

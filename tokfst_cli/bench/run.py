@@ -21,12 +21,12 @@ from ..errors import InputError, TokfstError
 from . import common
 
 PAPER = ("table1", "table2", "paragraph", "peers", "masks")  # what "all" runs: the issue #5 report
-MODES = PAPER + ("promote", "canonical", "maxmatch", "check", "compile", "logits", "ready")
+MODES = PAPER + ("promote", "canonical", "maxmatch", "check", "compile", "logits", "ready", "filters", "inspect")
 CORPUS_MODES = {"table1", "table2", "paragraph"}  # train BPE tokenizers on the corpus
 PLOTTED = {"table1", "table2", "paragraph"}  # modes with a scaling table
 FAMILY = {"table2": "bpe", "paragraph": "bpe", "peers": "bpe", "masks": "bpe", "canonical": "bpe",
           "maxmatch": "wordpiece", "promote": None, "check": None, "compile": "bpe", "logits": None,
-          "ready": None}  # of the --tokenizer tokenizers; table1 uses none
+          "ready": None, "filters": None, "inspect": "bpe"}  # of the --tokenizer tokenizers; table1 uses none
 
 
 @dataclass
@@ -172,7 +172,8 @@ def plan(req: Request) -> Plan:
     families = {FAMILY[m] for m in modes if m in FAMILY}
     extra = tokenizers(req.tokenizer or ["gpt2"], next(iter(families)) if len(families) == 1 else "bpe",
                        used=bool(families))
-    wants_regexes = {"peers", "masks", "promote", "canonical", "maxmatch", "check", "logits", "ready"} & set(modes)
+    wants_regexes = {"peers", "masks", "promote", "canonical", "maxmatch", "check", "logits", "ready", "filters",
+                     "inspect"} & set(modes)
     if "check" in modes:
         rss_sizes(req.rss_mb)
     patterns = regexes(req.regex, req.regex_file, req.named) if wants_regexes else None
@@ -193,6 +194,8 @@ def regex_set(mode: str, chosen: dict[str, str] | None) -> dict[str, str]:
         from .masks import default_regexes
 
         return default_regexes()
+    if mode == "inspect":
+        return {"pokedex": catalogue.POKEDEX}
     return {"promote": catalogue.six, "canonical": catalogue.six, "logits": catalogue.six, "ready": catalogue.six,
             "maxmatch": catalogue.maxmatch_set}.get(mode, catalogue.default_set)()
 
@@ -286,6 +289,14 @@ def run_mode(mode: str, p: Plan, corp, text: str | None, trained: list, progress
         from .ready import ready_table
 
         return ready_table(extra, regex_set(mode, p.regexes), r.repeat, progress)
+    if mode == "inspect":
+        from .inspect import inspect_table
+
+        return inspect_table(extra, regex_set(mode, p.regexes), r.repeat, progress)
+    if mode == "filters":
+        from .filters import filters_table
+
+        return filters_table(extra, regex_set(mode, p.regexes), r.repeat, progress)
     raise ValueError(f"unknown bench mode {mode}")
 
 

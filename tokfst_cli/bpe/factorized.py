@@ -1,12 +1,15 @@
 """Stage C for BPE, factorized output: the agnostic automaton + implicit A_BPE in one file (seed 000 Sec. 6.5).
 
-Format ``tokfst-factorized`` version 3, integers little-endian:
+Format ``tokfst-factorized`` version 3 (version 4: the same plus ``healing``), integers little-endian:
     magic    b"TOKFSTFAC\\0"
     u32      header length H, then H bytes of JSON: format, version, fingerprint, regex,
              start, states, arcs, sha256 (of the rest of the file), implicit_bytes, and
              ``marked`` (true: the automaton is S_M over pre-tokenized text, whose pre-token
              boundary is the label one past the last token id; ``bpe.pretokenized``)
-             ``live``: {pairs, width, specials}, the co-reachability table's sizes
+             ``live``: {pairs, width, specials}, the co-reachability table's sizes;
+             version 4 only (written with a prompt, ``healing``): ``healing``: {prompt,
+             kept, retokenized}; ``initial()`` is the state after the ``kept`` token ids,
+             walked from ``start`` at load (a version 3 reader would start before them)
     payload  zlib-compressed: offsets int64[states + 1], labels int32[arcs] (token ids,
              sorted per state), nexts int32[arcs], finals uint8[states]; then the live
              units (``liveness``): pair keys int64[pairs], live bits uint8[pairs, width]
@@ -16,7 +19,8 @@ Format ``tokfst-factorized`` version 3, integers little-endian:
 
 Python API: ``load(path, model=None)`` returns a ``product.Factorized`` (or, marked, a
 ``pretokenized.MarkedFactorized``) with ``initial()``,
-``mask(state)`` (bool over token ids), ``advance(state, token)`` and ``is_final(state)``.
+``mask(state)`` (bool over token ids), ``advance(state, token)``, ``is_final(state)`` and
+``healing`` (a ``healing.Healing``, or None).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import zlib
 import numpy as np
 from ..artifacts import pack, read_artifact, unpack
 from ..errors import InputError
+from ..healing import resume, stored_version
 from ..tokenizer import TokenizerModel
 from . import implicit
 from .product import Factorized
@@ -33,6 +38,7 @@ from .product import Factorized
 MAGIC = b"TOKFSTFAC\0"
 FORMAT = "tokfst-factorized"
 VERSION = 3  # 3: the co-reachability table (``liveness``) after the arcs
+HEALED = 4  # 4: version 3 plus the header field ``healing`` (token healing, ``healing.py``)
 
 
 def to_bytes(decoder, pattern: str) -> bytes:
@@ -53,10 +59,14 @@ def to_bytes(decoder, pattern: str) -> bytes:
                                       live["special_live"].astype(np.uint8).tobytes()]), 6)
     imp = decoder.imp
     imp_bytes = implicit.to_bytes(imp)
-    header = {"format": FORMAT, "version": VERSION, "marked": marked, "fingerprint": imp.fingerprint, "regex": pattern,
+    healing = getattr(decoder, "healing", None)
+    header = {"format": FORMAT, "version": VERSION if healing is None else HEALED, "marked": marked,
+              "fingerprint": imp.fingerprint, "regex": pattern,
               "start": int(decoder.start), "states": n, "arcs": int(offsets[-1]), "payload_bytes": len(payload),
               "implicit_bytes": len(imp_bytes),
               "live": {"pairs": len(live["pair_keys"]), "width": width, "specials": len(live["special_keys"])}}
+    if healing is not None:
+        header["healing"] = healing.to_json()
     return pack(MAGIC, header, payload + imp_bytes)
 
 
@@ -68,7 +78,8 @@ def load(path: str, model: TokenizerModel | None = None) -> Factorized:
 def from_bytes(data: bytes, model: TokenizerModel | None = None, source: str = "artifact"):
     """The decoder of a factorized artifact's bytes (``model`` checks the fingerprint)."""
     path = source
-    header, body = unpack(data, MAGIC, FORMAT, VERSION, path, "rebuild it", hint="rebuild-factorized")
+    header, body = unpack(data, MAGIC, FORMAT, stored_version(data, MAGIC, (VERSION, HEALED)), path, "rebuild it",
+                          hint="rebuild-factorized")
 
     def damaged(why: str) -> InputError:
         return InputError(f"{path} is damaged ({why})", "rebuild it", hint="rebuild-factorized")
@@ -115,8 +126,10 @@ def from_bytes(data: bytes, model: TokenizerModel | None = None, source: str = "
     if marked:
         from .pretokenized import MarkedFactorized
 
-        return _with_live(MarkedFactorized, arcs, finals, start, imp, live, damaged)
-    return _with_live(Factorized, arcs, finals, start, imp, live, damaged)
+        decoder = _with_live(MarkedFactorized, arcs, finals, start, imp, live, damaged)
+    else:
+        decoder = _with_live(Factorized, arcs, finals, start, imp, live, damaged)
+    return resume(decoder, header, header["version"] == HEALED, damaged)
 
 
 def _with_live(kind, arcs, finals, start, imp, live, damaged):

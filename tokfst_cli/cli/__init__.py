@@ -29,6 +29,8 @@ from .draw import draw_cmd
 from .output import OUT
 from .promote import promote_cmd
 from .sample import sample_cmd
+from .count import count_cmd  # issue #14
+from .inspect import inspect_cmd  # issue #14
 
 app = typer.Typer(
     name="tokfst",
@@ -86,6 +88,8 @@ COMMANDS = [  # (name, function, short help, long help), in the order of `tokfst
     ("bench", bench_cmd, "Reproduce the paper's tables and time tokfst against its peers.", helptext.BENCH),
     ("doctor", doctor_cmd, "Print versions, tools and the cache's state for bug reports.", helptext.DOCTOR),
     ("cache", cache_cmd, "List or clear the cache of built automata (tokfst cache list|clear).", helptext.CACHE),
+    ("count", count_cmd, "Count an artifact's token sequences and strings by length, exactly.", helptext.COUNT),
+    ("inspect", inspect_cmd, "Structure, coalescence and skip rates of token automata.", helptext.INSPECT),
 ]
 for _name, _fn, _short, _long in COMMANDS:
     app.command(_name, short_help=_short, help=_long)(_fn)

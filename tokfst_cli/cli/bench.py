@@ -23,12 +23,14 @@ class Mode(str, Enum):
     compile = "compile"
     logits = "logits"
     ready = "ready"
+    filters = "filters"
+    inspect = "inspect"
     all = "all"
 
 
 MODE = typer.Argument(..., metavar="MODE",
                       help="table1, table2, paragraph, peers, masks, promote, canonical, maxmatch, check, compile, "
-                           "logits, ready, or all.")
+                           "logits, ready, filters, inspect, or all.")
 CORPUS = typer.Option(None, "--corpus", metavar="PATH",
                       help="Training text: a file, or a directory of *.txt files "
                            "[default: /usr/share/doc/python3.11/html/_sources].")
@@ -46,11 +48,12 @@ TIMEOUT = typer.Option(600.0, "--timeout", min=0.001, metavar="SECONDS",
                             "it reports >T.")
 TOKENIZER = typer.Option(None, "--tokenizer", metavar="TOKENIZER",
                          help="A tokenizer.json or bundled name, repeatable: the tokenizer of peers, masks, "
-                              "promote, canonical, compile, logits and ready (maxmatch: a WordPiece one), and an "
+                              "promote, canonical, compile, logits, ready, filters and inspect (maxmatch: a WordPiece "
+                              "one), and an "
                               "extra row in table2 and paragraph [default: gpt2].")
 REGEX = typer.Option(None, "-e", "--regex", metavar="REGEX",
-                     help="peers, masks, promote, canonical, maxmatch, logits, ready: a regex, repeatable (replaces the "
-                          "default set).")
+                     help="peers, masks, promote, canonical, maxmatch, logits, ready, filters, inspect: a regex, "
+                          "repeatable (replaces the default set).")
 REGEX_FILE = typer.Option(None, "-f", "--regex-file", metavar="FILE",
                           help="Regexes, one per line (replaces the default set).")
 NAMED = typer.Option(None, "--named", metavar="NAME,...",

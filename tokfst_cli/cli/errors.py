@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..errors import LimitError, TokfstError
 
-FLAGS = {"max_states": "--max-states", "max_arcs": "--max-arcs", "max_tokens": "--max-tokens"}
+FLAGS = {"max_states": "--max-states", "max_arcs": "--max-arcs", "max_tokens": "--max-tokens", "max_len": "--max-len"}
 
 # The exit codes: (code, short meaning, full meaning). The one table behind tokfst --help (short),
 # README's Conventions and the man page's EXIT STATUS (full; scripts/gen_docs.py renders both).
@@ -50,7 +50,7 @@ REMEDIES = {
     "product": "use --method product with --format index (the factorized form), or raise {flag}",
     "implicit": "use --form implicit or raise {flag}",
     "vocabulary": "raise {flag} or use a smaller vocabulary",
-    "lower": "lower {flag} or sample a smaller artifact",
+    "lower": "lower {flag}",
     "table": "simplify the regex: the factorized form's co-reachability table holds a bit per state and class",
     None: "raise {flag}",
 }
@@ -61,6 +61,10 @@ MESSAGES = {
     "method-family": "--method {method} is not for {family} tokenizers",
     "gadgets-level": "--method gadgets builds the model-level automaton only",
     "precomputed-ignore-merges": "--method precomputed cannot apply ignore_merges per pre-token",
+    "prompt-needs-canonical": "--prompt heals tokens by canonical promotion only",
+    "prompt-max-tokens": "--max-tokens cannot be combined with --prompt",
+    "filters-factorized": "the token filters ({names}) need the materialized automaton, which passes --max-arcs",
+    "filters-empty": "the filters ({names}) leave no string of the regex",
 }
 
 HINTS = {
@@ -75,7 +79,21 @@ HINTS = {
     "unmodelled-added-token": "check sequences without it, or use --level model",
     "normalizer-domain": "restrict the regex to {normalizer}-normalized text, or use --level model",
     "level": "use --level pipeline or --level model",
+    "prompt-needs-canonical": "add --canonical",
+    "prompt-max-tokens": "drop --max-tokens or --prompt",
+    "prompt-added-token": "give --prompt only the text after its last added token",
+    "filters-factorized": "raise --max-arcs, or drop the token filters",
+    "filters-empty": "widen the regex or drop a filter flag",
+    "scripts": "use Unicode Script names with --scripts, e.g. Latin,Greek,Cyrillic,Han",
+    "max-tokens": "give --max-tokens 0 or more",
+    "inspect-token-filters": "inspect the regex without token-level filters",
     "vocab": "e.g. --vocab a,b,ab",
+    # count, sample --uniform, inspect
+    "count-infinite": "give --max-len N",
+    "sample-no-string": "raise --max-len, or check the artifact",
+    "sample-max-len": "bound paths with --max-tokens, or add --uniform strings",
+    "inspect-no-string": "raise --max-len",
+    "inspect-bpe": "inspect an artifact of this tokenizer (ARTIFACT)",
     "draw-format": "use --format dot to inspect the source",
     "graphviz": "install Debian's graphviz package (apt-get install graphviz) or use --format dot",
     # tokfst bench

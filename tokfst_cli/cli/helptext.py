@@ -48,13 +48,41 @@ writes the factorized form: the text automaton plus the tokenizer fingerprint (B
 tokfst-factorized; WordPiece: tokfst-factorized-maxmatch), whose masks are computed per
 step by the Python API (tokfst_cli.constraint.load).
 
+Token healing (--canonical only; seed 001 Sec. 4.4): --prompt TEXT or --prompt-file FILE
+puts the prompt's text before the regex's, so the canonical automaton tokenizes the
+boundary as encode(prompt + completion) does. stderr tells how many of encode(prompt)'s
+first tokens to keep in the model's context (every accepted sequence starts with them);
+the rest of encode(prompt) is re-tokenized by the constraint, whose automaton (.fst, index
+or factorized) starts after the kept tokens. The index ("healing") and the factorized
+header record the prompt, the kept ids and the re-tokenized count. A prompt holding an
+added token's text (e.g. <|endoftext|>) is refused, and so is --max-tokens with --prompt.
+
+Filters (seed 001 Sec. 4) restrict the constraint without rewriting the regex, agnostic or
+canonical. Text filters intersect the regex's byte automaton before preprocessing:
+--scripts S,... (Unicode Script values, matched loosely, e.g. Latin, Greek, grek, Han;
+Common and Inherited characters are always allowed), --ascii (U+0000-U+007F), --nfc (text
+HF's NFC normalizer leaves unchanged). Token filters intersect the token automaton before
+canonical filtering (C(S n F) = C(S) n F); at the pipeline level a pre-token boundary passes
+through them: --no-byte-tokens (a character that has its own single-character token is
+never spelled with byte tokens: no <0xNN> and no token boundary inside it), --literal-ascii
+(ASCII never as <0xNN> where a character token exists; the identity on byte-level BPE),
+--fuse-spaces (no one-space token [ ] followed by [t] when the fused token [ t] exists; a
+pre-token boundary resets it), --max-tokens N (at most N tokens; the product's size is
+counted before it is built and refused past --max-states). WordPiece canonical automata
+are filtered after C, which needs the materialized form. A filter that leaves no string
+exits 1.
+
 The lexicon transducer is built once per tokenizer and cached under
 $XDG_CACHE_HOME/tokfst (or $TOKFST_CACHE), keyed by the tokenizer's fingerprint.
 
 \b
 Examples:
   tokfst promote gpt2 -e '[0-9]{4}-[0-9]{2}-[0-9]{2}' date.fst
+  tokfst promote gpt2 -e '(Paris|Lyon)\\.' --canonical --prompt 'The capital of France is ' \\
+      --format index capital.json
   tokfst promote llama2.json -f email.re --format index > email.json
+  tokfst promote llama2.json -e '(中|켤)' --no-byte-tokens | tokfst draw - bytes.svg
+  tokfst promote gpt2 -e '[A-Za-zα-ω ]{1,12}' --scripts Greek --fuse-spaces --max-tokens 4 > greek.fst
   tokfst promote gpt2 -e '(Cologne|Berlin)' | fstprint | head
   tokfst promote bert.json -e '[0-9]{4}-[0-9]{2}-[0-9]{2}' --canonical date.fst
   tokfst promote bert.json -e '[a-z]+( [a-z]+){0,3}' --canonical --format index > words.tfz
@@ -278,14 +306,27 @@ Draw random token sequences of an artifact, for inspection and tests.
 
 ARTIFACT is any artifact of tokfst promote for TOKENIZER: an OpenFst .fst, a JSON index
 (--format index) or a factorized form (tokfst-factorized, tokfst-factorized-maxmatch).
-Materialized artifacts (.fst, index) are sampled uniformly among the token sequences of at
-most --max-tokens tokens they accept: a backward count of the paths per state and length
-(float64, in log space) weighs every choice, so each sequence is equally likely. Factorized
-artifacts have no arc table: a random walk chooses uniformly among the allowed tokens and,
-at a final state, ending, for the first half of --max-tokens; then it is steered to the
-nearest final state and ends there (a walk not final after --max-tokens tokens is drawn
-again). Walks are not uniform over sequences. An artifact with no sequence within
---max-tokens is refused (exit 2).
+
+\b
+(default)          materialized artifacts (.fst, index): as --uniform paths. Factorized
+                   artifacts have no arc table: a random walk chooses uniformly among the
+                   allowed tokens and, at a final state, ending, for the first half of
+                   --max-tokens; then it is steered to the nearest final state and ends
+                   there (a walk not final after --max-tokens tokens is drawn again).
+                   Walks are not uniform over sequences.
+--uniform paths    uniform among the token sequences of at most --max-tokens tokens the
+                   artifact accepts: exact (big-integer) counts of the paths per state and
+                   length weigh every choice, so each sequence is equally likely.
+--uniform strings  uniform among the distinct strings the sequences spell (token surfaces
+                   as promote reads them: Ġ and ▁ are spaces, <0xNN> is byte NN, WordPiece
+                   pieces are glued), of at most --max-len bytes (default: every string of
+                   a finite language, else 64). Each is written as a token sequence that
+                   spells it: for a canonical artifact the only one, for an agnostic one
+                   drawn uniformly among the artifact's sequences for that string.
+
+With --uniform, a factorized artifact is first expanded through its decoder, state by
+state from the start, into an acceptor of at most --max-arcs arcs (exit 3 past it). An
+artifact with no sequence within the bound is refused (exit 2).
 
 \b
 --output ids     token ids separated by spaces (one sequence per line; default)
@@ -300,6 +341,8 @@ Examples:
   tokfst promote gpt2 -e '(Cologne|Berlin|Bonn|Munich)' --format index > cities.json
   tokfst sample gpt2 cities.json -n 5 --output tokens
   tokfst sample gpt2 cities.json -n 1000 --seed 1 --json samples.jsonl
+  tokfst promote gpt2 -e '[0-9]{1,3}' digits.fst
+  tokfst sample gpt2 digits.fst -n 5 --uniform strings --output tokens
   tokfst sample llama2.json words.tfz --max-tokens 16 --output text
 """
 
@@ -326,6 +369,88 @@ Examples:
   tokfst cache list
   tokfst cache list --json
   tokfst cache clear
+"""
+
+COUNT = """\
+Count an artifact's token sequences and the strings they spell, exactly, by length.
+
+ARTIFACT is any artifact of tokfst promote for TOKENIZER (.fst, index JSON, factorized).
+Two tables, by length: token sequences the artifact accepts, by their number of tokens;
+strings, by their number of bytes: the distinct byte strings the sequences spell, token
+surfaces read as promote reads them (Ġ and ▁ are spaces, <0xNN> is byte NN, WordPiece
+pieces glued; a canonical Llama-2 artifact's strings start with the space of the ▁ that
+the normalizer prepends). The strings are the composition of the artifact with the
+tokenizer's lexicon transducer T, projected on its bytes, determinized and minimized.
+
+Counts are exact integers of any size (a deterministic automaton has one path per
+sequence: a dynamic program over its states sums them). A canonical artifact has as many
+sequences as strings (one tokenization per string); an agnostic one has more. Lengths run
+from 0 to --max-len (tokens for sequences, bytes for strings), or, without --max-len, to
+the longest of a finite language; an infinite language (a cycle) needs --max-len (exit 2
+without it). Rows where both counts are zero are left out of the table; the JSON lists
+every length.
+
+Factorized artifacts have no arc table: they are expanded through their decoder, state by
+state from the start, into an acceptor of at most --max-arcs arcs (exit 3 past it). The
+work is estimated before counting: (states + pairs of states joined by an arc) x (--max-len
++ 1) past 20,000,000 cells is refused (exit 3).
+
+\b
+Output: columns length, sequences, strings; then "total" and "longest" ("infinite" for a
+language with no longest). --json: {"max_len": N or null, "sequences": {"by_length": [...],
+"total": N, "finite": bool, "longest": N or null}, "strings": {... the same}} with integers
+written in full.
+
+\b
+Examples:
+  tokfst promote gpt2 -e '(Cologne|Berlin|Bonn|Munich)' cities.fst
+  tokfst count gpt2 cities.fst
+  tokfst promote gpt2 -e '[0-9]+' digits.fst
+  tokfst count gpt2 digits.fst --max-len 12 --json
+"""
+
+INSPECT = """\
+Inspect token automata: their structure and, on a regex, the skip rate of decoding
+(seed 001 Sec. 3.3.1, Table 2; App. C's Pokedex object is catalogue.POKEDEX).
+
+With ARTIFACT (any artifact of tokfst promote; factorized ones are expanded up to
+--max-arcs arcs): states, arcs, final states; coalescence: the distinct masks
+(allowed-token sets), the states sharing their mask with another state, single-token
+states (one allowed token: the model need not be called) and final states with no token.
+
+With -e REGEX or -f FILE (BPE tokenizers; then the one argument after TOKENIZER is OUT):
+two automata are built and reported side by side:
+
+\b
+canonical  promote --canonical (pipeline level): exactly what encode(text,
+           add_special_tokens=False) produces for the regex's texts (A -> P -> S -> C).
+agnostic   the agnostic automaton with the tokenizer's preprocessing (A -> P -> S): every
+           tokenization of every pre-token of the text as the model sees it (Llama-2: with
+           the ▁ its normalizer prepends); the pre-token boundaries erased.
+
+Then --samples texts are drawn uniformly among the regex's strings (of at most --max-len
+bytes; an infinite language needs --max-len), tokenized by Hugging Face's encode, and each
+token sequence is walked through both automata (every one must be accepted: else an
+internal error). A decoding step is choosing the next token or ending, so n tokens take
+n + 1 steps; its options are the allowed tokens, plus one where the sequence may end. A
+step with one option is skippable: the token (or the end) is forced and the model need not
+run. The skip rate is skippable steps / steps over all samples. Non-canonical first tokens:
+the tokens the agnostic automaton allows first that start no canonical tokenization, and
+their share of its first tokens.
+
+\b
+Output: one row per measure, one column per automaton. --json: {"regex", "max_len",
+"strings", "samples", "steps", "automata": {"agnostic": {...}, "canonical": {...}},
+"first_tokens": {"agnostic", "noncanonical", "share"}}; each automaton: states, arcs,
+finals, masks, states_in_shared_masks, single_token_states, final_only_states,
+skippable_steps, skip_rate. ARTIFACT: {"artifact", "automata": {"artifact": {...}}}.
+
+\b
+Examples:
+  tokfst inspect gpt2 -e '(Cologne|Berlin|Bonn|Munich)'
+  tokfst inspect llama2.json -f pokedex.re --samples 1000 --seed 0 --json
+  tokfst inspect gpt2 -e '[a-z]+( [a-z]+){0,3}' --max-len 24
+  tokfst inspect gpt2 date.json
 """
 
 # global options kept by the supervisor (tokfst_cli.guard)

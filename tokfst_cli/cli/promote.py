@@ -9,8 +9,10 @@ import typer
 
 from .. import pipeline
 from .. import tokenizer as tokmod
+from ..filters import Filters
 from ..promote import count_arcs
-from .common import Level, LevelOpt, MaxStates, Out, Tokenizer, read_pattern
+from ..errors import InputError
+from .common import Level, LevelOpt, MaxStates, Out, Tokenizer, read_pattern, read_text
 from .errors import flag
 from .output import OUT
 
@@ -26,6 +28,26 @@ class Method(str, Enum):
 class Format(str, Enum):
     fst = "fst"
     index = "index"
+
+
+SCRIPTS = typer.Option(None, "--scripts", metavar="SCRIPT,...",
+                       help="Only text of these Unicode scripts (e.g. Latin,Greek,Han), plus Common and Inherited "
+                            "characters (digits, punctuation, spaces, combining marks).")
+ASCII = typer.Option(False, "--ascii", help="Only ASCII text.")
+NFC = typer.Option(False, "--nfc", help="Only text in Unicode Normalization Form C (seed 001 Sec. 4.1).")
+NO_BYTE_TOKENS = typer.Option(False, "--no-byte-tokens",
+                              help="No byte token (byte fallback <0xNN>, or a byte-level token that is a partial "
+                                   "UTF-8 character) where a token spells the whole character.")
+LITERAL_ASCII = typer.Option(False, "--literal-ascii",
+                             help="ASCII only as character tokens, never as byte-fallback tokens; non-ASCII bytes "
+                                  "stay allowed.")
+FUSE_SPACES = typer.Option(False, "--fuse-spaces",
+                           help="No isolated space token [ ][c...] where the fused token [ c...] exists "
+                                "(seed 001 Sec. 4.5).")
+MAX_TOKENS = typer.Option(None, "--max-tokens", min=0, metavar="N", help="Only sequences of at most N tokens.")
+PROMPT = typer.Option(None, "--prompt", metavar="TEXT",
+                      help="--canonical: token healing: the prompt's text before the regex's (see below).")
+PROMPT_FILE = typer.Option(None, "--prompt-file", metavar="FILE", help="Read --prompt's text from a file.")
 
 
 def promote_cmd(
@@ -54,18 +76,42 @@ def promote_cmd(
                                  help="--canonical: refuse a materialized automaton with more arcs "
                                       "(then use --format index)."),
     level: Level = LevelOpt,
+    scripts: Optional[str] = SCRIPTS, ascii_only: bool = ASCII, nfc: bool = NFC, no_byte_tokens: bool = NO_BYTE_TOKENS,
+    literal_ascii: bool = LITERAL_ASCII, fuse_spaces: bool = FUSE_SPACES, max_tokens: Optional[int] = MAX_TOKENS,
+    prompt: Optional[str] = PROMPT, prompt_file: Optional[str] = PROMPT_FILE,
 ) -> None:
     """Promote a regex to the automaton of all token sequences that spell it (seed 000 Eq. 3)."""
     pattern = read_pattern(regex, regex_file)
+    filters = Filters(tuple(s.strip() for s in scripts.split(",") if s.strip()) if scripts else (), ascii_only, nfc,
+                      no_byte_tokens, literal_ascii, fuse_spaces, max_tokens)
+    prompt = read_prompt(prompt, prompt_file)
     if fmt is Format.fst:
         OUT.refuse_binary_tty(out)
     with OUT.progress("loading tokenizer"):
         model = tokmod.load(tokenizer)
         pipeline.check_method(model, canonical, method.value if method else None, level.value)
+        pipeline.check_options(model, canonical, filters, prompt)
     with OUT.progress("promoting"):
         result = pipeline.build(model, pattern, canonical=canonical, method=method.value if method else None,
                                 limits=pipeline.Limits(max_states, max_arcs), artifact=artifact,
-                                factorized_ok=fmt is Format.index, cache=not no_cache, level=level.value)
+                                factorized_ok=fmt is Format.index, cache=not no_cache, level=level.value,
+                                filters=filters, prompt=prompt)
+    _write(result, out, fmt, verbose)
+
+
+def read_prompt(prompt: str | None, prompt_file: str | None) -> str | None:
+    """The prompt from --prompt or --prompt-file (read as is: no newline dropped)."""
+    if prompt is not None and prompt_file is not None:
+        raise InputError("give at most one of --prompt and --prompt-file", "see 'tokfst promote --help'")
+    return read_text(prompt_file, "prompt file") if prompt_file is not None else prompt
+
+
+def _write(result: pipeline.Result, out: str | None, fmt: Format, verbose: bool) -> None:
+    if result.healing is not None:
+        h = result.healing
+        OUT.say(f"tokfst: keep the prompt's first {len(h.kept)} tokens: {' '.join(map(str, h.kept)) or '(none)'}; "
+                f"the constraint re-tokenizes the last {h.retokenized} of encode(prompt)")
+    max_arcs = result.limits.max_arcs
     if not result.materialized:
         OUT.say(f"tokfst: the canonical automaton exceeds {flag('max_arcs')} {max_arcs}; writing the factorized form")
         OUT.refuse_binary_tty(out)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from enum import Enum
 from typing import Optional
 
 import typer
@@ -11,7 +12,13 @@ from .. import constraint, sample
 from .. import tokenizer as tokmod
 from .canonical_check import InputKind as OutputKind  # ids, tokens, text: a token sequence's three forms
 from .common import Out, Tokenizer
+from .count import MaxArcs
 from .output import OUT
+
+
+class Law(str, Enum):
+    paths = "paths"
+    strings = "strings"
 
 
 def sample_cmd(
@@ -28,13 +35,22 @@ def sample_cmd(
                                       help="ids: token ids; tokens: token names as fstprint shows them; "
                                            "text: Hugging Face's decode of the ids."),
     json_out: bool = typer.Option(False, "--json", help="One JSON object per sequence: ids, tokens and text."),
+    uniform: Optional[Law] = typer.Option(None, "--uniform",
+                                          help="paths: uniform among the token sequences; strings: uniform among "
+                                               "the strings they spell [default: paths, or random walks for "
+                                               "factorized artifacts]."),
+    max_len: Optional[int] = typer.Option(None, "--max-len", min=0, metavar="N",
+                                          help="--uniform strings: strings of at most N bytes [default: all of a "
+                                               "finite language, else 64]."),
+    max_arcs: int = MaxArcs,
 ) -> None:
-    """Draw random token sequences of an artifact: uniform for materialized ones, random walks for factorized."""
+    """Draw random token sequences of an artifact: uniform paths or strings, or random walks for factorized ones."""
     with OUT.progress("loading"):
         model = tokmod.load(tokenizer)
         decoder = constraint.load(artifact, model)
     with OUT.progress("sampling"):
-        drawn = sample.sample(decoder, count, max_tokens, seed)
+        drawn = sample.sample(decoder, count, max_tokens, seed, uniform.value if uniform else None, model,
+                              max_len, max_arcs)
     decode = sample.hf_decoder(model) if json_out or output is OutputKind.text else None
     lines = []
     for ids in drawn:

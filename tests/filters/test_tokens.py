@@ -1,0 +1,186 @@
+"""Token-level filters (seed 001 Sec. 4.3-4.5, App. B) on stage S, against their definitions.
+
+Brute force on small finite languages: every path of the unfiltered automaton is checked with the
+definition in plain Python (``definitions``), and the filtered automaton must accept exactly
+those that pass: the agnostic promotion (model level), S_M with the pre-token boundary label
+(pipeline level: the boundary passes every filter, resets ``fuse_spaces`` and is not counted by
+``max_tokens``), and the canonical automata, differentially against Hugging Face's encodings
+(C(S ∩ F) = C(S) ∩ F: HF's encoding of each text is accepted iff it passes). Then the cases the
+issue names: Llama-2 keeps byte tokens for a CJK character absent from its vocabulary,
+``literal_ascii`` is the identity on GPT-2, and ``max_tokens``'s size estimate and shortcuts.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import numpy as np
+import pynini
+import pytest
+
+from tokfst_cli import pipeline
+from tokfst_cli.errors import EmptyLanguageError, LimitError
+from tokfst_cli.filters import Filters, apply_tokens, bytes as byte_filters, length
+from tokfst_cli.lexicon import marker_label
+from tokfst_cli.regex import ByteAutomaton
+
+from ..conftest import TOKENIZER
+from ..helpers import accepts, enumerate_paths, finals, transitions
+from . import definitions as D
+
+FILTERS = {
+    "no_byte_tokens": (Filters(no_byte_tokens=True), D.no_byte_tokens),
+    "literal_ascii": (Filters(literal_ascii=True), D.literal_ascii),
+    "fuse_spaces": (Filters(fuse_spaces=True), D.fuse_spaces),
+    "max_tokens": (Filters(max_tokens=2), D.max_tokens(2)),
+    "all": (Filters(no_byte_tokens=True, literal_ascii=True, fuse_spaces=True, max_tokens=3),
+            lambda m, p, k=None: all(f(m, p, k) for f in (D.no_byte_tokens, D.literal_ascii, D.fuse_spaces,
+                                                          D.max_tokens(3)))),
+}
+PATTERNS = {  # small finite languages: spaces before words and before characters with and without a token
+    "gpt2": [" (America|中)", "(é|中|켤)x?", " ?(a|é) ?", "a  b", " \na"],
+    "llama2": [" (America|中)", "(é|中|켤|한)x?", " ?(a|é) ?", "a  b"],
+}
+CASES = [(name, p) for name, ps in PATTERNS.items() for p in ps]
+
+
+@cache
+def agnostic(name: str, pattern: str) -> pynini.Fst:
+    return pipeline.build(TOKENIZER(name), pattern).fst
+
+
+@cache
+def marked(name: str, pattern: str) -> pynini.Fst:
+    """S_M: the pipeline-level token automaton, pre-token boundaries kept as a label."""
+    model = TOKENIZER(name)
+    text = pipeline.preprocess(model, pipeline.accept(pattern), canonical=True)
+    return pipeline.promote(model, ByteAutomaton(text, pattern), marked=True)
+
+
+@cache
+def every_path(name: str, pattern: str, kind: str) -> frozenset:
+    return frozenset(enumerate_paths(agnostic(name, pattern) if kind == "agnostic" else marked(name, pattern)))
+
+
+@pytest.mark.parametrize("fname", FILTERS)
+@pytest.mark.parametrize("name,pattern", CASES)
+def test_agnostic_and_marked_automata_keep_exactly_what_passes(name, pattern, fname):
+    model = TOKENIZER(name)
+    filters, passes = FILTERS[fname]
+    for kind, marker in (("agnostic", None), ("marked", marker_label(model))):
+        s, every = agnostic(name, pattern) if marker is None else marked(name, pattern), every_path(name, pattern, kind)
+        want = {p for p in every if passes(model, p, marker)}
+        try:
+            got = enumerate_paths(apply_tokens(model, s, filters, marker))
+        except EmptyLanguageError:
+            got = set()
+        assert got == want, (marker, sorted(got ^ want)[:3])
+    if fname == "no_byte_tokens" and name == "llama2":
+        assert len(want) < len(every)  # Llama-2 spells every character with <0xNN> tokens too
+
+
+@pytest.mark.parametrize("name,pattern", [c for c in CASES if c != ("gpt2", " \na")])
+def test_canonical_automata_keep_the_encodings_that_pass(name, pattern):
+    """HF's encoding of each text, against the filtered canonical automaton (pipeline level)."""
+    model, hf = TOKENIZER(name), TOKENIZER.hf(name)
+    texts = [bytes(b - 1 for b in p).decode("utf-8") for p in enumerate_paths(pipeline.accept(pattern).fst)]
+    encodings = [tuple(t + 1 for t in hf.encode(x, add_special_tokens=False).ids) for x in texts]
+    for fname, (filters, passes) in FILTERS.items():
+        try:
+            fst = pipeline.build(model, pattern, canonical=True, filters=filters).fst
+        except EmptyLanguageError:
+            fst = None
+        got = {e for e in encodings if fst is not None and accepts(fst, list(e), transitions(fst), finals(fst))}
+        assert got == {e for e in encodings if passes(model, e)}, fname
+        assert fst is None or len(enumerate_paths(fst)) == len(got)
+
+
+def acceptor(sequences: list[tuple[int, ...]]) -> pynini.Fst:
+    """The minimal DFA of some label sequences."""
+    f = pynini.Fst()
+    one = pynini.Weight.one(f.weight_type())
+    start = f.add_state()
+    f.set_start(start)
+    for seq in sequences:
+        s = start
+        for label in seq:
+            t = f.add_state()
+            f.add_arc(s, pynini.Arc(label, label, one, t))
+            s = t
+        f.set_final(s)
+    return pynini.determinize(f).minimize()
+
+
+def test_the_boundary_label_passes_every_filter():
+    """A boundary between [ ] and [a] resets fuse_spaces (the fused [ a] cannot span it), passes
+    the others and is not counted by max_tokens (GPT-2's pre-tokenizer never splits " a", so the
+    sequences are made up)."""
+    model = TOKENIZER("gpt2")
+    marker, space, a = marker_label(model), model.token_id("Ġ") + 1, model.token_id("a") + 1
+    assert model.token_id("Ġa") is not None
+    seqs = [(space, marker, a), (space, a), (marker, space, marker, a, marker), (a, marker, a, marker, a)]
+    s = acceptor(seqs)
+    for fname, (filters, passes) in FILTERS.items():
+        want = {q for q in seqs if passes(model, q, marker)}
+        assert enumerate_paths(apply_tokens(model, s, filters, marker)) == want, fname
+    both = Filters(fuse_spaces=True, max_tokens=2)
+    assert enumerate_paths(apply_tokens(model, s, both, marker)) == {seqs[0], seqs[2]}
+
+
+def test_llama2_keeps_byte_tokens_for_a_character_it_has_no_token_for():
+    model = TOKENIZER("llama2")
+    assert "中" in D.literals(model) and "켤" not in D.literals(model)
+    got = enumerate_paths(apply_tokens(model, agnostic("llama2", "(中|켤)"), Filters(no_byte_tokens=True)))
+    fallback = tuple(model.token_id(f"<0x{b:02X}>") + 1 for b in "켤".encode("utf-8"))
+    assert got == {(model.token_id("中") + 1,), fallback}
+
+
+@pytest.mark.parametrize("pattern", ["[a-z]{1,3}( [0-9]+)?", "[a-zé中 ]{1,2}"])
+def test_literal_ascii_is_the_identity_on_gpt2(pattern):
+    model = TOKENIZER("gpt2")
+    assert not byte_filters.fallback_ids(model)
+    s = agnostic("gpt2", pattern)
+    assert apply_tokens(model, s, Filters(literal_ascii=True)) is s
+    canonical = pipeline.build(model, pattern, canonical=True)
+    assert pynini.equivalent(pipeline.build(model, pattern, canonical=True, filters=Filters(literal_ascii=True)).fst,
+                             canonical.fst)
+
+
+def test_wordpiece_canonical_automata_are_filtered_after_c():
+    model, hf = TOKENIZER("bert"), TOKENIZER.hf("bert")
+    hf.no_padding()
+    hf.no_truncation()
+    pattern = "(hello|unbelievable|tokenizers)"
+    one = pipeline.build(model, pattern, canonical=True, filters=Filters(max_tokens=1)).fst
+    words = pattern.strip("()").split("|")
+    short = {tuple(t + 1 for t in hf.encode(w, add_special_tokens=False).ids) for w in words}
+    assert enumerate_paths(one) == {e for e in short if len(e) <= 1} != set()
+    s = pipeline.build(model, pattern, canonical=True).fst
+    filtered = pipeline.build(model, pattern, canonical=True, filters=Filters(no_byte_tokens=True)).fst
+    assert pynini.equivalent(filtered, s)  # BERT has no byte tokens
+
+
+@pytest.mark.parametrize("name,pattern,n", [("gpt2", "[a-c]{1,6}", 3), ("gpt2", "(ab|c)+", 4),
+                                            ("llama2", "[ab]+( [ab]+)*", 5), ("gpt2", "a( b)*", 7)])
+def test_max_tokens_size_estimate_is_the_accessible_product(name, pattern, n):
+    """``length.layers`` counts exactly the states the intersection creates (marker included)."""
+    model = TOKENIZER(name)
+    for s, marker in ((agnostic(name, pattern), None), (marked(name, pattern), marker_label(model))):
+        a = length.fst_arrays(s)
+        labels = sorted({x for x in a.ilabel.tolist() if x != marker})
+        product = pynini.intersect(s, length.counter(np.array(labels, np.int64), n, marker), connect=False)
+        assert length.layers(a, n, marker, 10**6) == product.num_states()
+
+
+def test_max_tokens_shortcuts_and_limits():
+    model = TOKENIZER("gpt2")
+    s = agnostic("gpt2", "[a-c]{1,6}")
+    assert apply_tokens(model, s, Filters(max_tokens=6)) is s  # no path has more than 6 tokens
+    assert apply_tokens(model, s, Filters(max_tokens=5)) is not s
+    cyclic = agnostic("gpt2", "[a-c]+")
+    with pytest.raises(LimitError) as e:
+        apply_tokens(model, cyclic, Filters(max_tokens=10**9), max_states=1000)  # refused before building
+    assert e.value.at_least and e.value.limit == "max_states" and e.value.value > 1000
+    with pytest.raises(EmptyLanguageError) as e:
+        apply_tokens(model, agnostic("gpt2", "abcdefgh "), Filters(max_tokens=0))
+    assert "token filters (max_tokens)" in str(e.value) and e.value.hint == "filters-empty"

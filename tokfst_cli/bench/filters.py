@@ -1,0 +1,122 @@
+"""``tokfst bench filters``: what each modular filter (seed 001 Sec. 4, issue #14) adds to promotion.
+
+Per tokenizer, regex, promotion (agnostic: stage S; canonical: the pipeline-level build, C
+included, materialized or factorized as ``tokfst promote --canonical --format index``) and
+filter: the medians of ``repeat`` alternating runs of the whole ``pipeline.build`` without and with
+the filter (after a warm-up run of each, so the filter's own DFA is built and cached once per
+process, as in a long-running server), and their ratio (the issue's goal: at most 1.2). One filter at a time:
+:data:`FILTERS`.
+"""
+
+from __future__ import annotations
+
+import gc
+from pathlib import Path
+
+import pynini
+
+from ..filters import Filters
+from . import common
+from .common import Results, Table
+
+SLACK = 8  # max_tokens: the regex's fewest tokens + SLACK (a bound that binds without emptying)
+FILTERS = {
+    "scripts": Filters(scripts=("Latin",)),
+    "ascii": Filters(ascii=True),
+    "nfc": Filters(nfc=True),
+    "no_byte_tokens": Filters(no_byte_tokens=True),
+    "literal_ascii": Filters(literal_ascii=True),
+    "fuse_spaces": Filters(fuse_spaces=True),
+    "max_tokens": None,  # per regex: Filters(max_tokens=fewest_tokens(...) + SLACK)
+}
+MODES = ("agnostic", "canonical")
+
+
+def _name(model) -> str:
+    return Path(model.source).stem if model.source else "tokenizer"
+
+
+def fewest_tokens(fst: pynini.Fst) -> int:
+    """The fewest tokens of an accepted sequence (shortest distance with every arc weighing 1)."""
+    weighted = pynini.arcmap(fst, map_type="times", weight=1)  # final weights too: one more per path
+    return round(float(pynini.shortestdistance(weighted, reverse=True)[fst.start()])) - 1
+
+
+def _size(result) -> int | None:
+    return result.fst.num_states() if result.materialized else None
+
+
+def run(models: list, patterns: dict[str, str], repeat: int, progress=lambda message: None) -> list[dict]:
+    """One row per tokenizer, regex, promotion and filter. ``models``: TokenizerModels, or paths or
+    bundled names of tokenizer.json files."""
+    from .. import tokenizer as tokmod
+    from ..errors import TokfstError
+    from ..pipeline import build
+
+    rows = []
+    for model in models:
+        model = tokmod.load(model) if isinstance(model, (str, Path)) else model
+        for rname, pattern in patterns.items():
+            try:
+                bound = fewest_tokens(build(model, pattern).fst) + SLACK
+            except TokfstError:
+                bound = SLACK
+            for mode in MODES:
+                def promote(filters: Filters = Filters()):
+                    return build(model, pattern, canonical=mode == "canonical", filters=filters)
+
+                progress(f"filters: {_name(model)}: {rname}, {mode} ...")
+                base = {"tokenizer": _name(model), "regex": rname, "mode": mode}
+                try:
+                    plain = promote()
+                except TokfstError as e:
+                    rows.append({**base, "filter": "-", "without": common.error(e.one_line())})
+                    continue
+                for fname, filters in FILTERS.items():
+                    filters = filters or Filters(max_tokens=bound)
+                    label = f"{fname} {bound}" if fname == "max_tokens" else fname
+                    row = {**base, "filter": label, "states": _size(plain)}
+                    try:
+                        row["without"], row["with"], got = paired(repeat, promote, lambda: promote(filters))
+                        row["states_filtered"] = _size(got)
+                    except TokfstError as e:
+                        row["with"] = common.error(e.one_line())
+                    row["ratio"] = common.ratio(row.get("with"), row.get("without"))
+                    rows.append(row)
+    return rows
+
+
+def paired(repeat: int, without, with_filter) -> tuple[dict, dict, object]:
+    """Timing cells of ``repeat`` alternating runs of the two (after a warm-up run of each, so a
+    drifting machine load falls on both alike), and the filtered result."""
+    without(), with_filter()
+    gc.collect()
+    runs0, runs1, out = [], [], None
+    for _ in range(repeat):
+        runs0.append(common.timed(without)[0])
+        t, out = common.timed(with_filter)
+        runs1.append(t)
+    return common.ok(runs0), common.ok(runs1), out
+
+
+def filters_table(tokenizers: list[tuple[str, str, bool]], patterns: dict[str, str], repeat: int,
+                  progress) -> Results:
+    """The rows of :func:`run` as a table of the bench document; ``tokenizers``: (name, path, trained)."""
+    models = [path for _, path, _ in tokenizers]
+    res = Results()
+    table = Table(
+        "filters", "modular filters: promotion without and with each filter", repeat,
+        [("tokenizer", "tokenizer", "text"), ("regex", "regex", "text"), ("mode", "promotion", "text"),
+         ("filter", "filter", "text"), ("without", "without", "time"), ("with", "with", "time"),
+         ("ratio", "with/without", "ratio"), ("states", "states", "int"), ("states_filtered", "filtered", "int")],
+        inputs={"regexes": patterns, "filters": list(FILTERS), "max_tokens_slack": SLACK})
+    table.rows = run(models, patterns, repeat, progress)
+    table.notes += [
+        f"without / with: the whole pipeline.build (A, P, S, C for canonical at the pipeline level) without and "
+        f"with one filter, after a warm-up run of each (the filter DFAs are built once and cached); medians of "
+        f"{repeat} alternating runs. scripts: Latin (with Common and Inherited); max_tokens: the regex's fewest tokens (agnostic) + "
+        f"{SLACK}. states: of the materialized "
+        "result (empty: factorized). Issue #14's goal: with/without <= 1.2.",
+    ]
+    res.tables.append(table)
+    return res
