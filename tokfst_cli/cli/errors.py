@@ -87,6 +87,7 @@ HINTS = {
     "scripts": "use Unicode Script names with --scripts, e.g. Latin,Greek,Cyrillic,Han",
     "max-tokens": "give --max-tokens 0 or more",
     "inspect-token-filters": "inspect the regex without token-level filters",
+    "schema-keyword": "remove it from the schema, or add --lenient to ignore it",
     "vocab": "e.g. --vocab a,b,ab",
     # count, sample --uniform, inspect
     "count-infinite": "give --max-len N",

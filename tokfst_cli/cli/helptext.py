@@ -48,6 +48,17 @@ writes the factorized form: the text automaton plus the tokenizer fingerprint (B
 tokfst-factorized; WordPiece: tokfst-factorized-maxmatch), whose masks are computed per
 step by the Python API (tokfst_cli.constraint.load).
 
+JSON Schema (seed 004 Sec. 5.1): --schema FILE replaces the regex by the JSON texts valid
+under the schema, compiled to a byte automaton with pynini ($ref/$defs compiled once and
+reused; recursion and free values nest at most --max-depth deep). One spelling per value:
+numbers in plain shortest decimal form, strings as json.dumps(ensure_ascii=False) writes
+them; keys in a stable order (the properties of every applying schema in order of
+appearance, then required names, then the rest; --any-order: any order); --whitespace
+compact (none), pretty (one space after , and :) or flexible (any JSON whitespace).
+Unsupported keywords (unevaluatedProperties, unevaluatedItems, $dynamicRef, ...) are refused
+by name, or ignored with a warning under --lenient; formats outside date, time, date-time,
+email, uuid, uri, ipv4, ipv6, hostname, ... are annotations, named in a warning.
+
 Token healing (--canonical only; seed 001 Sec. 4.4): --prompt TEXT or --prompt-file FILE
 puts the prompt's text before the regex's, so the canonical automaton tokenizes the
 boundary as encode(prompt + completion) does. stderr tells how many of encode(prompt)'s
@@ -82,6 +93,7 @@ Examples:
       --format index capital.json
   tokfst promote llama2.json -f email.re --format index > email.json
   tokfst promote llama2.json -e '(中|켤)' --no-byte-tokens | tokfst draw - bytes.svg
+  tokfst promote gpt2 --schema person.schema.json --canonical --format index > person.json
   tokfst promote gpt2 -e '[A-Za-zα-ω ]{1,12}' --scripts Greek --fuse-spaces --max-tokens 4 > greek.fst
   tokfst promote gpt2 -e '(Cologne|Berlin)' | fstprint | head
   tokfst promote bert.json -e '[0-9]{4}-[0-9]{2}-[0-9]{2}' --canonical date.fst

@@ -48,6 +48,21 @@ MAX_TOKENS = typer.Option(None, "--max-tokens", min=0, metavar="N", help="Only s
 PROMPT = typer.Option(None, "--prompt", metavar="TEXT",
                       help="--canonical: token healing: the prompt's text before the regex's (see below).")
 PROMPT_FILE = typer.Option(None, "--prompt-file", metavar="FILE", help="Read --prompt's text from a file.")
+SCHEMA = typer.Option(None, "--schema", metavar="FILE",
+                      help="A JSON Schema instead of a regex: the JSON texts valid under it ('-' = stdin).")
+
+
+class Whitespace(str, Enum):
+    compact = "compact"
+    pretty = "pretty"
+    flexible = "flexible"
+
+
+WHITESPACE = typer.Option(Whitespace.compact, "--whitespace", help="--schema: the JSON texts' whitespace (see below).")
+MAX_DEPTH = typer.Option(None, "--max-depth", min=0, metavar="N",
+                         help="--schema: nest $ref recursion and free values at most N deep [default: 3].")
+LENIENT = typer.Option(False, "--lenient", help="--schema: ignore unsupported keywords (listed in a warning).")
+ANY_ORDER = typer.Option(False, "--any-order", help="--schema: object properties in any order (default: stable order).")
 
 
 def promote_cmd(
@@ -79,9 +94,12 @@ def promote_cmd(
     scripts: Optional[str] = SCRIPTS, ascii_only: bool = ASCII, nfc: bool = NFC, no_byte_tokens: bool = NO_BYTE_TOKENS,
     literal_ascii: bool = LITERAL_ASCII, fuse_spaces: bool = FUSE_SPACES, max_tokens: Optional[int] = MAX_TOKENS,
     prompt: Optional[str] = PROMPT, prompt_file: Optional[str] = PROMPT_FILE,
+    schema: Optional[str] = SCHEMA, whitespace: Whitespace = WHITESPACE, max_depth: Optional[int] = MAX_DEPTH,
+    lenient: bool = LENIENT, any_order: bool = ANY_ORDER,
 ) -> None:
     """Promote a regex to the automaton of all token sequences that spell it (seed 000 Eq. 3)."""
-    pattern = read_pattern(regex, regex_file)
+    source = read_schema(schema, regex, regex_file, whitespace.value, max_depth, lenient, any_order, max_states)
+    pattern = source.pattern if source is not None else read_pattern(regex, regex_file)
     filters = Filters(tuple(s.strip() for s in scripts.split(",") if s.strip()) if scripts else (), ascii_only, nfc,
                       no_byte_tokens, literal_ascii, fuse_spaces, max_tokens)
     prompt = read_prompt(prompt, prompt_file)
@@ -95,8 +113,32 @@ def promote_cmd(
         result = pipeline.build(model, pattern, canonical=canonical, method=method.value if method else None,
                                 limits=pipeline.Limits(max_states, max_arcs), artifact=artifact,
                                 factorized_ok=fmt is Format.index, cache=not no_cache, level=level.value,
-                                filters=filters, prompt=prompt)
+                                filters=filters, prompt=prompt, automaton=source)
     _write(result, out, fmt, verbose)
+
+
+def read_schema(path: str | None, regex: str | None, regex_file: str | None, whitespace: str,
+                max_depth: int | None, lenient: bool, any_order: bool, max_states: int):
+    """--schema FILE compiled to its byte automaton (warnings on stderr), or None without --schema."""
+    if path is None:
+        return None
+    if regex is not None or regex_file is not None:
+        raise InputError("give a regex (-e, -f) or --schema, not both", "drop one of them")
+    import json
+
+    from .. import schema as schema_mod
+
+    try:
+        doc = json.loads(read_text(path, "schema file"))
+    except (json.JSONDecodeError, RecursionError) as e:
+        raise InputError(f"schema file {path} is not JSON: {e}", "give a JSON Schema document") from None
+    with OUT.progress("compiling the schema"):
+        got = schema_mod.compile_schema(doc, whitespace=whitespace, lenient=lenient, any_order=any_order,
+                                        max_states=max_states,
+                                        **({"max_depth": max_depth} if max_depth is not None else {}))
+    for warning in got.warnings:
+        OUT.say(f"tokfst: warning: {warning}")
+    return got.automaton
 
 
 def read_prompt(prompt: str | None, prompt_file: str | None) -> str | None:

@@ -1,0 +1,159 @@
+"""compile_schema's decisions: refusals by name, leniency, limits, depth, order, whitespace and spellings."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+
+from tokfst_cli.errors import EmptyLanguageError, InputError, LimitError
+from tokfst_cli.schema import compile_schema, serialize
+
+from .util import accepts, compiled
+
+
+@pytest.mark.parametrize("schema, hint, data", [
+    ({"unevaluatedProperties": False}, "schema-keyword", {"keyword": "unevaluatedProperties"}),
+    ({"items": {"$dynamicRef": "#meta"}}, "schema-keyword", {"keyword": "$dynamicRef"}),
+    ({"type": "array", "uniqueItems": True}, "schema-keyword", {"keyword": "uniqueItems"}),
+    ({"type": "strin"}, "schema-value", {"keyword": "type"}),
+    ({"maxLength": -1}, "schema-value", {"keyword": "maxLength"}),
+    ({"multipleOf": 0}, "schema-value", {"keyword": "multipleOf"}),
+    ({"$ref": "other.json#/a"}, "schema-ref", {"ref": "other.json#/a"}),
+    ({"$ref": "#/$defs/missing"}, "schema-ref", {"ref": "#/$defs/missing"}),
+    ({"pattern": "(?<=a)b"}, "schema-pattern", {"pattern": "(?<=a)b"}),
+    ({"pattern": "(a)\\1"}, "schema-pattern", {"pattern": "(a)\\1"}),
+    ({"pattern": "a\\b"}, "schema-pattern", {"pattern": "a\\b"}),
+    ({"pattern": "a^b"}, "schema-pattern", {"pattern": "a^b"}),
+    ({"anyOf": [{"$ref": "#"}, {"type": "null"}]}, "schema-cycle", {}),
+])
+def test_refusals_name_the_problem(schema, hint, data):
+    with pytest.raises(InputError) as e:
+        compile_schema(schema)
+    assert e.value.hint == hint and e.value.data == data
+    assert "\n" not in str(e.value) and e.value.fix
+
+
+def test_lenient_ignores_unsupported_keywords_and_lists_them():
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "unevaluatedProperties": False,
+              "x-vendor": 1, "format": "idn-email"}
+    r = compile_schema(schema, lenient=True)
+    assert any("unevaluatedProperties" in w for w in r.warnings)
+    assert any("x-vendor" in w for w in r.warnings) and any("idn-email" in w for w in r.warnings)
+    fst = r.automaton.fst.arcsort("ilabel")
+    assert accepts(fst, '{"a":1,"b":2}')  # unevaluatedProperties ignored: b is allowed
+    with pytest.raises(InputError):
+        compile_schema(schema)
+
+
+def test_lenient_relaxes_large_counts_and_drops_untranslatable_patterns():
+    schema = {"type": "object", "properties": {"s": {"type": "string", "maxLength": 100, "pattern": "^(?!x)"},
+                                               "a": {"type": "array", "minItems": 70}}}
+    r = compile_schema(schema, lenient=True)
+    assert any("maxLength 100" in w for w in r.warnings) and any("minItems 70" in w for w in r.warnings)
+    assert any("(?!x)" in w for w in r.warnings)
+    fst = r.automaton.fst.arcsort("ilabel")
+    assert accepts(fst, '{"s":"' + "x" * 150 + '"}')  # neither the pattern nor maxLength is enforced
+    assert accepts(fst, '{"a":[' + ",".join(["0"] * 64) + "]}") and not accepts(fst, '{"a":[0]}')  # at least 64
+    exact = compiled({"type": "string", "maxLength": 100})
+    assert accepts(exact, '"' + "é" * 100 + '"') and not accepts(exact, '"' + "a" * 101 + '"')
+
+
+def test_limits_are_estimated_before_building():
+    many = {"type": "object", "properties": {f"k{i}": {"type": "integer"} for i in range(30)}}
+    with pytest.raises(LimitError) as e:
+        compile_schema(many, any_order=True)
+    assert e.value.at_least and e.value.limit == "max_states"
+    with pytest.raises(LimitError) as e:
+        compile_schema({"type": "integer", "multipleOf": 0.123456789})
+    assert e.value.at_least
+    with pytest.raises(LimitError):
+        compile_schema({"type": "string", "maxLength": 5000}, max_states=10_000)
+
+
+def test_any_order_accepts_every_order_of_the_named_keys():
+    schema = {"properties": {"a": {"type": "integer"}, "b": {"type": "boolean"}, "c": {"type": "null"}},
+              "required": ["a"], "additionalProperties": False}
+    stable, free = compiled(schema), compiled(schema, any_order=True)
+    for n in range(4):
+        for keys in itertools.permutations([("a", 1), ("b", True), ("c", None)], n):
+            text = json.dumps(dict(keys), separators=(",", ":"))
+            valid = any(k == "a" for k, _ in keys)
+            assert accepts(free, text) == valid
+            assert accepts(stable, text) == (valid and [k for k, _ in keys] == sorted(k for k, _ in keys))
+
+
+def test_property_order_merges_properties_over_ref_and_allof():
+    schema = {"$defs": {"base": {"properties": {"id": {"type": "integer"}}}},
+              "allOf": [{"$ref": "#/$defs/base"}, {"properties": {"name": {"type": "string"}}}],
+              "properties": {"tags": {"type": "array"}}, "required": ["kind"]}
+    text = serialize({"extra": 0, "kind": "k", "tags": [], "name": "n", "id": 1}, schema)
+    assert text == '{"id":1,"name":"n","tags":[],"kind":"k","extra":0}'
+    assert accepts(compiled(schema), text)
+    assert not accepts(compiled(schema), '{"name":"n","id":1,"kind":"k"}')
+
+
+def test_recursion_unfolds_max_depth_times():
+    tree = {"type": "object", "properties": {"value": {"type": "integer"}, "children": {"type": "array",
+            "items": {"$ref": "#"}}}, "required": ["value"], "additionalProperties": False}
+
+    def nested(n: int) -> str:
+        return '{"value":1}' if n == 1 else '{"value":1,"children":[' + nested(n - 1) + "]}"
+
+    for depth in (1, 2, 3):
+        fst = compiled(tree, max_depth=depth)
+        assert accepts(fst, nested(depth)) and not accepts(fst, nested(depth + 1))
+    r = compile_schema(tree, max_depth=2)
+    assert any("max_depth" in w for w in r.warnings)
+
+
+def test_explicit_nesting_is_never_cut():
+    deep = {"type": "integer"}
+    for _ in range(8):
+        deep = {"type": "object", "properties": {"x": deep}, "required": ["x"], "additionalProperties": False}
+    assert accepts(compiled(deep, max_depth=1), '{"x":' * 8 + "1" + "}" * 8)
+
+
+def test_whitespace_policies():
+    schema = {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}}}}
+    value = {"a": [1, 2]}
+    texts = {"compact": '{"a":[1,2]}', "pretty": '{"a": [1, 2]}', "flexible": ' {\n "a" :\t[ 1 ,2]\r}\n'}
+    for policy, text in texts.items():
+        fst = compiled(schema, whitespace=policy)
+        assert accepts(fst, serialize(value, schema, policy))
+        assert {p for p, t in texts.items() if accepts(fst, t)} == ({"compact", "pretty", "flexible"}
+                                                                    if policy == "flexible" else {policy})
+    with pytest.raises(InputError):
+        compile_schema(schema, whitespace="loose")
+
+
+def test_one_spelling_per_string_and_number():
+    fst = compiled({"type": ["string", "number"]})
+    for text in ['"a\\nb"', '"\\u0001"', '"é"', '"\\"\\\\"', "0", "-1.5", "10"]:
+        assert accepts(fst, text), text
+    for text in ['"a\\u000ab"', '"\\u00e9"', '"\\/"', '"\\u0022"', "-0", "1.50", "1e1", "01", '"\t"', '"\x01"']:
+        assert not accepts(fst, text), text
+
+
+def test_empty_languages_raise():
+    with pytest.raises(EmptyLanguageError):
+        compile_schema(False)
+    with pytest.raises(EmptyLanguageError):
+        compile_schema({"type": "integer", "minimum": 3, "maximum": 2})
+    with pytest.raises(EmptyLanguageError):  # a required recursion that never ends
+        compile_schema({"properties": {"next": {"$ref": "#"}}, "required": ["next"], "type": "object"})
+
+
+def test_formats_and_patterns_are_asserted_on_strings_only():
+    fst = compiled({"format": "date", "pattern": "^2"})
+    assert accepts(fst, '"2020-02-29"') and not accepts(fst, '"2021-02-29"') and not accepts(fst, '"1999-01-01"')
+    assert accepts(fst, "12") and accepts(fst, "[]")  # not strings: format and pattern do not apply
+
+
+def test_the_automaton_is_minimal_and_named():
+    r = compile_schema({"title": "point", "type": "object", "properties": {"x": {"type": "number"}}})
+    fst = r.automaton.fst
+    assert r.automaton.pattern == "json-schema:point"
+    assert fst.num_states() == fst.copy().minimize().num_states()
+    assert fst.input_symbols().find(ord("{") + 1) == "{"

@@ -1,0 +1,210 @@
+"""Property tests of the schema automata, each keyword against an independent check.
+
+The ``jsonschema`` package is not installed, so there is no general validator here: each
+test draws schemas from one family of keywords and decides validity with plain Python
+(Decimal arithmetic for numbers, ``len`` and ``re`` for strings, set arithmetic for
+objects, JSON equality for constants). The compositional tests check the applicators
+against pynini's Boolean operations on the parts' automata.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from decimal import Decimal
+
+import pynini
+from hypothesis import given, settings, strategies as st
+
+from tokfst_cli.schema import serialize
+
+from .util import accepts, compiled
+
+SETTINGS = settings(max_examples=30, deadline=None)
+
+
+def _number(d: Decimal):
+    """A Decimal as the JSON number Python's json reads (int when integral)."""
+    return int(d) if d == d.to_integral_value() else float(d)
+
+
+def _plain(d: Decimal) -> str:
+    """The shortest plain decimal spelling, written independently of the library."""
+    if d == d.to_integral_value():
+        return str(int(d))
+    return format(d.normalize(), "f")
+
+
+DECIMALS = st.decimals(min_value=-60, max_value=60, places=2, allow_nan=False, allow_infinity=False)
+
+
+@given(lower=st.none() | DECIMALS, upper=st.none() | DECIMALS, lower_x=st.booleans(), upper_x=st.booleans(),
+       integer=st.booleans(), multiple=st.sampled_from([None, "0.5", "3", "0.25", "1.5", "0.01"]),
+       values=st.lists(DECIMALS | st.integers(-70, 70).map(Decimal), min_size=1, max_size=12))
+@SETTINGS
+def test_numbers_are_exact(lower, upper, lower_x, upper_x, integer, multiple, values):
+    schema = {"type": "integer" if integer else "number"}
+    if lower is not None:
+        schema["exclusiveMinimum" if lower_x else "minimum"] = _number(lower)
+    if upper is not None:
+        schema["exclusiveMaximum" if upper_x else "maximum"] = _number(upper)
+    if multiple:
+        schema["multipleOf"] = float(multiple)
+    fst = compiled(schema)
+    for v in values:
+        valid = ((lower is None or (v > lower if lower_x else v >= lower))
+                 and (upper is None or (v < upper if upper_x else v <= upper))
+                 and (not integer or v == v.to_integral_value())
+                 and (multiple is None or v % Decimal(multiple) == 0))
+        text = _plain(v)
+        assert accepts(fst, text) == valid, (schema, text)
+        for other in (text + ".0" if "." not in text else text + "0", "0" + text.lstrip("-"), text + "e0", "-0"):
+            assert not accepts(fst, other), (schema, other)  # one spelling per number
+
+
+PATTERNS = [None, "^a+b?$", "[0-9]{2}", "^(ab|cd)*$", "x|y$", "é+", "^\\w*$", '"', "\\\\", "^[^a]{2,3}$"]
+TEXTS = st.text(alphabet='abcdxy09é😀"\\\n\x00\x1f ', max_size=6)
+
+
+@given(lower=st.integers(0, 4), width=st.none() | st.integers(0, 4), pattern=st.sampled_from(PATTERNS),
+       texts=st.lists(TEXTS, min_size=1, max_size=12))
+@SETTINGS
+def test_strings_count_code_points_and_search_patterns(lower, width, pattern, texts):
+    schema = {"type": "string", "minLength": lower}
+    if width is not None:
+        schema["maxLength"] = lower + width
+    if pattern is not None:
+        schema["pattern"] = pattern  # the same in ECMA-262 and Python's re (ASCII), once $ is \Z
+    fst = compiled(schema)
+    for s in texts:
+        valid = (lower <= len(s) and (width is None or len(s) <= lower + width)
+                 and (pattern is None or re.search(pattern.replace("$", r"\Z"), s, re.ASCII) is not None))
+        assert accepts(fst, json.dumps(s, ensure_ascii=False)) == valid, (schema, s)
+        escaped = json.dumps(s)  # \\uXXXX for every non-ASCII character: another spelling
+        if escaped != json.dumps(s, ensure_ascii=False):
+            assert not accepts(fst, escaped)
+
+
+KEYS = ["a", "b", "c", "x1", "y"]
+VALUES = st.sampled_from([0, "s", True, None])
+_TYPES = {"integer": int, "string": str, "boolean": bool, "null": type(None)}
+
+
+@given(props=st.dictionaries(st.sampled_from(["a", "b", "c"]), st.sampled_from(list(_TYPES)), max_size=3),
+       required=st.sets(st.sampled_from(["a", "b", "c", "y"]), max_size=2),
+       additional=st.sampled_from([None, False, {"type": "boolean"}]), patterned=st.booleans(),
+       counts=st.tuples(st.none() | st.integers(0, 3), st.none() | st.integers(0, 3)),
+       instances=st.lists(st.dictionaries(st.sampled_from(KEYS), VALUES, max_size=4), min_size=1, max_size=8))
+@SETTINGS
+def test_objects_keys_values_and_counts(props, required, additional, patterned, counts, instances):
+    schema = {"type": "object", "properties": {k: {"type": t} for k, t in props.items()}, "required": sorted(required)}
+    if additional is not None:
+        schema["additionalProperties"] = additional
+    if patterned:
+        schema["patternProperties"] = {"^x": {"type": "null"}}
+    if counts[0] is not None:
+        schema["minProperties"] = counts[0]
+    if counts[1] is not None:
+        schema["maxProperties"] = counts[1]
+    fst, free = compiled(schema), compiled(schema, any_order=True)
+
+    def value_ok(k, v):
+        kind = type(v) if not isinstance(v, bool) else bool
+        if k in props:
+            return kind is _TYPES[props[k]]
+        if patterned and k.startswith("x"):
+            return v is None
+        return additional is None or (additional is not False and kind is bool)
+
+    for inst in instances:
+        valid = (all(value_ok(k, v) for k, v in inst.items()) and required <= set(inst)
+                 and (counts[0] is None or len(inst) >= counts[0]) and (counts[1] is None or len(inst) <= counts[1]))
+        text = serialize(inst, schema)
+        assert accepts(fst, text) == valid, (schema, text)
+        assert accepts(free, text) == valid, (schema, text)
+        named = [k for k in json.loads(text) if k in props or k in required]
+        if valid and len(named) >= 2:  # the named keys out of their order: only any_order accepts it
+            swapped = dict(reversed(list(json.loads(text).items())))
+            other = json.dumps(swapped, separators=(",", ":"))
+            assert not accepts(fst, other) and accepts(free, other), (schema, other)
+
+
+POOL = [
+    {"type": "integer", "minimum": 0}, {"type": "number", "maximum": 3.5}, {"type": "string", "maxLength": 2},
+    {"enum": [1, "a", None, [1]]}, {"type": ["null", "boolean"]}, {"multipleOf": 2}, {"pattern": "^a"},
+    {"type": "array", "maxItems": 1}, {"properties": {"a": {"type": "integer"}}, "required": ["a"]},
+    {"type": "object", "maxProperties": 1}, {"items": {"type": "string"}}, {"const": {"b": 1}},
+    {"properties": {"b": {"type": "null"}}}, {"required": ["a"]}, {"maxProperties": 1, "required": ["b"]},
+    {"dependentRequired": {"a": ["b"]}}, {"anyOf": [{"required": ["a"]}, {"minProperties": 2}]},
+]
+
+
+def _dfa(f: pynini.Fst) -> pynini.Fst:
+    return pynini.determinize(f.rmepsilon()).minimize()
+
+
+@given(a=st.sampled_from(POOL), b=st.sampled_from(POOL))
+@settings(max_examples=25, deadline=None)
+def test_applicators_are_boolean_operations(a, b):
+    """allOf, anyOf, oneOf, not, if/then against intersection, union, difference of the parts.
+
+    Key order and depth are per position, so the parts are compiled where both schemas
+    apply, a before b: ``{"anyOf": [a, {"allOf": [b, false]}]}`` is A in that context.
+    """
+    def combined(schema):
+        return compiled(schema, max_depth=1)
+
+    A = combined({"anyOf": [a, {"allOf": [b, False]}]})
+    B = combined({"anyOf": [{"allOf": [a, False]}, b]})
+    U = combined({"anyOf": [{}, {"allOf": [a, b, False]}]})
+    both = _dfa(pynini.intersect(A, B))
+    either = _dfa(pynini.union(A, B))
+    otherwise = _dfa(pynini.difference(U, A))
+    assert pynini.equivalent(combined({"allOf": [a, b]}), both)
+    assert pynini.equivalent(combined({"anyOf": [a, b]}), either)
+    assert pynini.equivalent(combined({"oneOf": [a, b]}), _dfa(pynini.difference(either, both)))
+    assert pynini.equivalent(combined({"not": a, "anyOf": [{}, {"allOf": [b, False]}]}), otherwise)
+    assert pynini.equivalent(combined({"if": a, "then": b}), _dfa(pynini.union(both, otherwise)))
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers(-1000, 1000) | st.floats(-1e6, 1e6, allow_nan=False)
+                    | st.text(alphabet='ab"\\\né😀\x01', max_size=4),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from("abc"), inner,
+                                                                                max_size=3), max_leaves=8)
+
+
+def _nesting(v) -> int:
+    if isinstance(v, (list, dict)):
+        return 1 + max(map(_nesting, v.values() if isinstance(v, dict) else v), default=0)
+    return 0
+
+
+@given(values=st.lists(JSON, min_size=1, max_size=6), whitespace=st.sampled_from(["compact", "pretty", "flexible"]))
+@settings(max_examples=15, deadline=None)
+def test_free_values_nest_at_most_max_depth(values, whitespace):
+    fst = compiled({}, whitespace=whitespace, max_depth=2)
+    for v in values:
+        assert accepts(fst, serialize(v, {}, whitespace)) == (_nesting(v) <= 2), v
+
+
+def _same(v, w) -> bool:
+    """JSON equality: 1 == 1.0, true != 1, objects unordered."""
+    if isinstance(v, bool) or isinstance(w, bool) or v is None or w is None:
+        return type(v) is type(w) and v == w
+    if isinstance(v, (int, float)) and isinstance(w, (int, float)):
+        return Decimal(repr(v)) == Decimal(repr(w))
+    if isinstance(v, list) and isinstance(w, list):
+        return len(v) == len(w) and all(map(_same, v, w))
+    if isinstance(v, dict) and isinstance(w, dict):
+        return v.keys() == w.keys() and all(_same(v[k], w[k]) for k in v)
+    return type(v) is type(w) and v == w
+
+
+@given(const=JSON, others=st.lists(JSON, max_size=6))
+@settings(max_examples=25, deadline=None)
+def test_const_accepts_its_value_only(const, others):
+    schema = {"const": const}
+    fst = compiled(schema, max_depth=0)  # a constant is explicit structure: no depth is needed
+    assert accepts(fst, serialize(const, schema))
+    for w in others:
+        assert accepts(fst, serialize(w, schema)) == _same(const, w), (const, w)

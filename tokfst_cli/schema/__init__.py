@@ -1,0 +1,39 @@
+"""JSON Schema -> byte automaton (issue #15; seed 004 Sec. 5.1-5.2): stage A for structured output.
+
+``compile_schema(schema)`` returns the minimal byte DFA of the JSON texts valid under the
+schema (a ``ByteAutomaton``, stage A's output: ``pipeline.build(model, name,
+automaton=...)`` promotes it), the warnings, and the time taken; ``serialize(instance,
+schema)`` writes an instance the way the automaton spells it.
+
+The texts accepted, by decision:
+
+* one spelling per value: numbers in plain decimal notation, shortest form (``1``, not
+  ``1.0``; ``0.5``, not ``5e-1``; no ``-0``), strings as ``json.dumps(ensure_ascii=False)``
+  writes them (only ``\\" \\\\ \\b \\f \\n \\r \\t`` and ``\\u00xx`` for other controls). So
+  ranges, ``multipleOf``, ``type: integer``, ``const`` and ``not`` are exact;
+* whitespace: ``compact`` (none), ``pretty`` (one space after ``,`` and ``:``) or
+  ``flexible`` (any ``[ \\t\\n\\r]*`` where JSON allows it);
+* keys in the stable order of :mod:`.context` (the names of every ``properties`` applying,
+  merged in order of appearance, then ``required`` and dependency names, then the rest in
+  any order), or in any order with ``any_order``. Keys not named by the schema may repeat:
+  no finite automaton tells unboundedly many keys apart;
+* recursion and free values (``{}``, additional properties by default) nest at most
+  ``max_depth`` deep; explicit nesting is never cut;
+* ``format``: date, time, date-time, email, uuid, uri, uri-reference, ipv4, ipv6, hostname,
+  json-pointer, relative-json-pointer, duration are asserted (:mod:`.formats`); others are
+  annotations, named in the warnings;
+* ``pattern``: ECMA-262, unanchored (:mod:`.ecma`); what has no regular translation
+  (lookaround, backreferences, ``\\b``) is refused by name;
+* refused by name (``InputError``, hint ``schema-keyword``): ``unevaluatedProperties``,
+  ``unevaluatedItems``, ``$dynamicRef``, ``$recursiveRef``; ``uniqueItems`` over more than a
+  few item values; ``$ref`` to another document (hint ``schema-ref``). ``lenient=True``
+  ignores them instead, and relaxes counts above 64 (a DFA counting to N has N times the
+  states), each listed in the warnings;
+* limits: every automaton stays under ``max_states`` (``LimitError``), estimated first where
+  the size is known beforehand (``any_order``, ``multipleOf``, ``uniqueItems``, repetitions).
+"""
+
+from .compile import LENIENT_COUNT, MAX_DEPTH, MAX_STATES, CompiledSchema, compile_schema
+from .serialize import serialize
+
+__all__ = ["compile_schema", "serialize", "CompiledSchema", "MAX_DEPTH", "MAX_STATES", "LENIENT_COUNT"]

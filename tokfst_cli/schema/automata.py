@@ -1,0 +1,160 @@
+"""Byte automata for JSON texts: the size guard, per-type languages and the whitespace policy.
+
+Every language here is a minimal DFA over bytes (byte b is label b + 1, as in stage A), or
+None for the empty language. A JSON value's language is kept split by JSON type
+(:data:`TYPES`): the six parts start with different bytes, so union, intersection and
+difference work part by part, and ``type`` just selects parts (seed 004 Sec. 5.1: the
+JSON texts a schema allows form a regular language once nesting is bounded).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cached_property
+
+import pynini
+
+from ..errors import EmptyLanguageError, LimitError
+from ..fsts import text_acceptor
+from ..progress import report
+from ..regex import compile_regex
+
+TYPES = ("null", "boolean", "number", "string", "array", "object")
+Lang = dict[str, pynini.Fst]  # JSON type -> its texts (a missing type: none)
+_DFA = pynini.I_DETERMINISTIC | pynini.NO_EPSILONS
+
+
+def lit(text: str | bytes) -> pynini.Fst:
+    """The acceptor of one text's UTF-8 bytes."""
+    return text_acceptor(text)
+
+
+def regex(pattern: str, budget: "Budget") -> pynini.Fst | None:
+    """Stage A's minimal DFA of a Python-syntax regex (fullmatch), without symbol tables; None if empty."""
+    try:
+        f = compile_regex(pattern, max_states=budget.max_states).fst
+    except EmptyLanguageError:
+        return None
+    return f.set_input_symbols(None).set_output_symbols(None)
+
+
+def is_empty(f: pynini.Fst | None) -> bool:
+    return f is None or f.start() == pynini.NO_STATE_ID or f.num_states() == 0
+
+
+class Budget:
+    """Determinize and minimize under ``max_states``; a LimitError names what was being built.
+
+    Before determinizing, the input's own size is checked (an estimate of the work: the
+    pieces put together), then OpenFst's determinization stops past the bound.
+    """
+
+    def __init__(self, max_states: int):
+        self.max_states = max_states
+
+    def check(self, states: int, what: str) -> None:
+        if states > self.max_states:
+            raise LimitError(what, "max_states", self.max_states, states, remedy="simplify", at_least=False)
+
+    def dfa(self, f: pynini.Fst, what: str) -> pynini.Fst | None:
+        """The minimal DFA of ``f`` (None when its language is empty)."""
+        if is_empty(f):
+            return None
+        self.check(f.num_states(), what)
+        if f.properties(_DFA, False) != _DFA:  # known properties first: testing reads every arc
+            f = f.rmepsilon()
+            if f.properties(pynini.I_DETERMINISTIC, True) != pynini.I_DETERMINISTIC:
+                f = pynini.determinize(f, nstate=self.max_states + 1)
+                if f.num_states() > self.max_states:
+                    raise LimitError(what, "max_states", self.max_states, remedy="simplify")
+        f.connect()
+        if f.num_states() == 0:
+            return None
+        report(f.num_states())
+        return f.minimize()
+
+    def union(self, parts: Iterable[pynini.Fst | None], what: str) -> pynini.Fst | None:
+        ps = [p for p in parts if not is_empty(p)]
+        if not ps:
+            return None
+        if len(ps) == 1:
+            return ps[0]
+        return self.dfa(pynini.union(*ps), what)
+
+    def intersect(self, a: pynini.Fst | None, b: pynini.Fst | None, what: str) -> pynini.Fst | None:
+        if is_empty(a) or is_empty(b):
+            return None
+        f = pynini.intersect(a.copy().arcsort("olabel"), b.copy().arcsort("ilabel"))
+        return self.dfa(f, what)
+
+    def difference(self, a: pynini.Fst | None, b: pynini.Fst | None, what: str) -> pynini.Fst | None:
+        if is_empty(a):
+            return None
+        if is_empty(b):
+            return a
+        f = pynini.difference(a.copy().arcsort("olabel"), b.copy().arcsort("ilabel"))
+        return self.dfa(f, what)
+
+    def concat(self, parts: Iterable[pynini.Fst | None], what: str) -> pynini.Fst | None:
+        f = pynini.accep("")
+        for p in parts:
+            if is_empty(p):
+                return None
+            f.concat(p)
+        return self.dfa(f, what)
+
+
+# ---- per-type languages ----------------------------------------------------------------------
+def lang_fst(budget: Budget, lang: Lang, what: str) -> pynini.Fst | None:
+    """One automaton for every value of the language (the parts are disjoint)."""
+    return budget.union(lang.values(), what)
+
+
+# ---- whitespace --------------------------------------------------------------------------------
+WHITESPACE = ("compact", "pretty", "flexible")
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Where JSON texts put whitespace.
+
+    compact   none: ``{"a":1,"b":[1,2]}`` (separators "," and ":")
+    pretty    one space after "," and ":", none elsewhere: ``{"a": 1, "b": [1, 2]}`` (Python's
+              json.dumps default)
+    flexible  any run of [ \\t\\n\\r] wherever JSON allows whitespace (unbounded, as in RFC 8259:
+              a token budget bounds it at decoding time), before and after the value too
+    """
+
+    name: str
+
+    @cached_property
+    def ws(self) -> pynini.Fst:
+        if self.name != "flexible":
+            return pynini.accep("")
+        f = pynini.union(*(lit(c) for c in " \t\n\r")).closure()
+        return pynini.determinize(f.rmepsilon()).minimize()
+
+    def _around(self, char: str, after: str = "") -> pynini.Fst:
+        if self.name == "flexible":
+            return pynini.concat(pynini.concat(self.ws, lit(char)), self.ws)
+        return lit(char + (after if self.name == "pretty" else ""))
+
+    @cached_property
+    def comma(self) -> pynini.Fst:
+        return self._around(",", " ")
+
+    @cached_property
+    def colon(self) -> pynini.Fst:
+        return self._around(":", " ")
+
+    def open(self, char: str) -> pynini.Fst:
+        return pynini.concat(lit(char), self.ws) if self.name == "flexible" else lit(char)
+
+    def close(self, char: str) -> pynini.Fst:
+        return pynini.concat(self.ws, lit(char)) if self.name == "flexible" else lit(char)
+
+    def top(self, value: pynini.Fst) -> pynini.Fst:
+        if self.name != "flexible":
+            return value
+        return pynini.concat(pynini.concat(self.ws, value), self.ws)

@@ -1,0 +1,381 @@
+"""JSON Schema -> the minimal byte DFA of the valid JSON texts, compositionally (seed 004 Sec. 5.1-5.2).
+
+A schema's language is built from the languages of its parts with pynini's union,
+concatenation, closure, intersection and difference, split by JSON type
+(:mod:`.automata`): ``type`` selects parts; ``allOf`` and ``$ref`` gather their schemas into
+one conjunction, compiled together (the values of one property meet as one conjunction
+too); ``anyOf``, ``oneOf``, ``not``, ``if``/``then``/``else`` and ``dependentSchemas`` are
+Boolean operations (:mod:`.applicators`; a part no keyword constrains is built only if one
+of them needs it), or, over subschemas that only say which properties an object has,
+constraints on its members (:mod:`.presence`). Scalars: :mod:`.numbers`, :mod:`.strings`,
+:mod:`.formats`, :mod:`.values`; containers: :mod:`.objects`, :mod:`.arrays`.
+
+Each conjunction is compiled once per (depth left, position): a ``$ref`` or ``$defs``
+entry used many times is one automaton, reused. Nesting is bounded where it is unbounded
+in the schema: recursion (a ``$ref`` back to an enclosing schema) and free values (no
+schema: ``true``, ``{}``, additional properties by default) open at most ``max_depth``
+levels on any path (:mod:`.context`); deeper, the recursive branch is cut, so a recursive
+schema yields its unfoldings up to that depth. Explicit nesting is never cut. Within that bound,
+and with the spellings fixed (canonical numbers and strings, the policy's whitespace, the
+stable key order of :mod:`.context`), the language is exactly that of the valid texts;
+only repeated keys among the keys a schema does not name cannot be excluded.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import NamedTuple
+
+import pynini
+
+from ..errors import EmptyLanguageError, InputError, LimitError
+from ..regex import ByteAutomaton
+from ..symbols import byte_table
+from . import applicators, arrays, formats, numbers, objects, presence, strings, values
+from .applicators import TOP, Algebra
+from .automata import TYPES, WHITESPACE, Budget, Lang, Policy, lang_fst, lit, regex
+from .context import Position, Positions
+from .ecma import search_regex
+from .refs import ACTIVE, ANNOTATIONS, REFUSED, SUPPORTED, Document, Schema
+
+MAX_DEPTH = 3
+MAX_STATES = 1_000_000
+LENIENT_COUNT = 64  # leniently, larger minLength/maxLength/minItems/... are relaxed
+_TYPE_NAMES = frozenset(TYPES) | {"integer"}
+_KEYWORDS = {  # the keywords that constrain values of each type
+    "null": frozenset(), "boolean": frozenset(),
+    "number": frozenset("minimum maximum exclusiveMinimum exclusiveMaximum multipleOf".split()),
+    "string": frozenset("minLength maxLength pattern format".split()),
+    "array": frozenset("items prefixItems additionalItems minItems maxItems uniqueItems contains".split()),
+    "object": frozenset(("properties required additionalProperties patternProperties propertyNames minProperties "
+                         "maxProperties dependentRequired dependencies").split()),
+}
+
+
+_APPLICATORS = frozenset(("anyOf", "oneOf", "not", "if", "dependentSchemas", "dependencies"))
+_FREE: dict[tuple, Lang] = {}  # the languages of free values (no schema), by policy and depth
+
+
+class CompiledSchema(NamedTuple):
+    """The schema's byte automaton and the warnings (ignored keywords, formats not asserted, cuts)."""
+
+    automaton: ByteAutomaton
+    warnings: list[str]
+    seconds: float
+
+
+class _False(Exception):
+    """A conjunction containing the schema ``false``."""
+
+
+class Compiler:
+    """One compilation: the document, its positions, the memo and the warnings."""
+
+    def __init__(self, schema: Schema, whitespace: str, max_depth: int, lenient: bool, any_order: bool,
+                 max_states: int):
+        if whitespace not in WHITESPACE:
+            raise InputError(f"whitespace policy {whitespace!r} is not known", f"use one of: {', '.join(WHITESPACE)}",
+                             hint="schema-whitespace")
+        if not isinstance(schema, (dict, bool)):
+            raise InputError("a JSON Schema is an object or a boolean", "give a JSON object", hint="schema-value")
+        for name, value in (("max_depth", max_depth), ("max_states", max_states)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < (name == "max_states"):
+                raise InputError(f"{name} must be a {'positive' if name == 'max_states' else 'nonnegative'} integer",
+                                 f"give {name} a whole number", hint="schema-option", option=name)
+        self.doc = Document(schema)
+        self.positions = Positions(self.doc)
+        self.policy, self.budget = Policy(whitespace), Budget(max_states)
+        self.max_depth, self.lenient, self.any_order = max_depth, lenient, any_order
+        self.warnings: dict[str, None] = {}
+        self.memo: dict[tuple, Lang] = {}
+        self.active: set[tuple] = set()
+        self.checked: set[int] = set()
+        self.cache: dict[tuple, pynini.Fst | None] = {}
+        self.synthesized: dict[str, dict] = {}  # "has property k" schemas made here (their ids are memo keys)
+        self.string_only = {"type": "string"}
+
+    # ---- keywords --------------------------------------------------------------------------------
+    def warn(self, message: str) -> None:
+        self.warnings[message] = None
+
+    def refuse(self, keyword: str, what: str | None = None) -> None:
+        """An unsupported keyword: InputError, or (lenient) a warning and the keyword is ignored."""
+        if self.lenient:
+            self.warn(f"ignored: {what or 'keyword ' + keyword}")
+            return
+        raise InputError(f"{what or 'keyword ' + keyword} is not supported", "remove it, or compile leniently",
+                         hint="schema-keyword", keyword=keyword)
+
+    def check(self, node: dict) -> None:
+        if id(node) in self.checked:
+            return
+        self.checked.add(id(node))
+        for key, value in node.items():
+            if key in REFUSED:
+                self.refuse(key)
+            elif key not in SUPPORTED and key not in ANNOTATIONS:
+                self.warn(f"not JSON Schema keywords, ignored: {key}")
+            elif key == "format" and value not in formats.FORMATS:
+                self.warn(f"format {value!r} is an annotation (not asserted)")
+        _check_values(node)
+
+    def flatten(self, seeds) -> tuple[dict, ...] | None:
+        """The conjunction of ``seeds`` with their ``$ref`` and ``allOf`` (None: it contains ``false``)."""
+        out: dict[int, dict] = {}
+        seen: set[int] = set()
+
+        def visit(node: Schema) -> None:
+            if node is True:
+                return
+            if node is False:
+                raise _False
+            if not isinstance(node, dict):
+                raise InputError(f"a subschema must be an object or a boolean, not {node!r}", "fix the schema",
+                                 hint="schema-value")
+            if id(node) in seen:
+                return
+            seen.add(id(node))
+            self.check(node)
+            if not ACTIVE.isdisjoint(node):  # $ref, allOf, annotations alone add nothing themselves
+                out[id(node)] = node
+            if "$ref" in node:
+                visit(self.doc.resolve(node["$ref"], node))
+            for sub in node.get("allOf", ()):
+                visit(sub)
+
+        try:
+            for s in seeds:
+                visit(s)
+        except _False:
+            return None
+        return tuple(out[k] for k in sorted(out))
+
+    # ---- languages -------------------------------------------------------------------------------
+    def lang(self, conj: tuple[dict, ...] | None, depth: int, pos: Position) -> Lang:
+        """The texts valid under every schema of ``conj``, nested at most ``depth`` deep, at ``pos``."""
+        if conj is None:
+            return {}
+        key = (tuple(id(n) for n in conj), depth, pos.key)
+        if key in self.memo:
+            return self.memo[key]
+        if not conj and not pos.nodes:  # a free value: the same for every schema
+            free = (self.policy.name, depth, self.any_order, self.budget.max_states)
+            if free not in _FREE:
+                _FREE[free] = self._lang(conj, depth, pos)
+            self.memo[key] = _FREE[free]
+            return _FREE[free]
+        if key in self.active:
+            raise InputError("the schema refers to itself without nesting (a $ref cycle through in-place "
+                             "applicators)", "make the recursion go through properties or items", hint="schema-cycle")
+        self.active.add(key)
+        try:
+            self.memo[key] = result = self._lang(conj, depth, pos)
+        finally:
+            self.active.discard(key)
+        return result
+
+    def value(self, seeds, depth: int, pos: Position) -> pynini.Fst | None:
+        """Every text valid under all of ``seeds`` (one automaton)."""
+        conj = self.flatten(seeds)
+        if conj is None:
+            return None
+        key = ("value", tuple(id(n) for n in conj), depth, pos.key)
+        if key not in self.cache:
+            lang = Algebra(self, depth, pos).concrete(self.lang(conj, depth, pos))
+            self.cache[key] = lang_fst(self.budget, lang, "a value")
+        return self.cache[key]
+
+    def universe(self, kind: str, depth: int, pos: Position) -> pynini.Fst | None:
+        """Every text of type ``kind`` at ``pos`` (what :data:`.applicators.TOP` stands for)."""
+        key = ("universe", kind, depth, pos.key)
+        if key not in self.cache:
+            self.cache[key] = self._part(kind, (), depth, pos, False)
+        return self.cache[key]
+
+    def string_texts(self, seeds) -> pynini.Fst | None:
+        """The string texts valid under all of ``seeds`` (for ``propertyNames``; the empty automaton if none)."""
+        empty = self.positions.at([])
+        lang = Algebra(self, 0, empty).concrete(self.lang(self.flatten([self.string_only, *seeds]), 0, empty))
+        return lang.get("string", pynini.Fst())
+
+    def pattern(self, pattern: str) -> pynini.Fst | None:
+        """The decoded strings in which the ECMA-262 ``pattern`` matches (leniently, all strings when it
+        cannot be compiled)."""
+        key = ("pattern", pattern)
+        if key not in self.cache:
+            try:
+                self.cache[key] = regex(search_regex(pattern), self.budget)
+            except (InputError, LimitError) as e:
+                if not self.lenient:
+                    raise
+                self.warn(f"ignored: pattern {pattern!r} ({e})")
+                self.cache[key] = strings.any_string()
+        return self.cache[key]
+
+    def count(self, keyword: str, value: int | None, upper: bool) -> int | None:
+        """A count bound as compiled: leniently, past :data:`LENIENT_COUNT` an upper bound is
+        dropped and a lower one lowered to it (each counted item multiplies the automaton)."""
+        if value is None or not self.lenient or value <= LENIENT_COUNT:
+            return value
+        self.warn(f"relaxed: {keyword} {value} (lenient: counts above {LENIENT_COUNT} are not enforced)")
+        return None if upper else LENIENT_COUNT
+
+    def _lang(self, conj: tuple[dict, ...], depth: int, pos: Position) -> Lang:
+        kinds, integer = set(TYPES), False
+        for node in conj:
+            if "type" in node:
+                named = {node["type"]} if isinstance(node["type"], str) else set(node["type"])
+                if node.get("nullable") is True:
+                    named.add("null")
+                integer |= "integer" in named and "number" not in named
+                kinds &= {"number" if t == "integer" else t for t in named}
+        constants = [v for node in conj for v in ([[node["const"]]] if "const" in node else [])
+                     + ([node["enum"]] if "enum" in node else [])]
+        formulas, handled = presence.split(self, conj)
+        if formulas and not presence.others_survive(formulas):
+            kinds &= {"object"}
+        alg = Algebra(self, depth, pos)
+        if constants:  # the values, checked against the keywords of their types only
+            lang = {t: f for t, f in values.language(self, constants[0], depth, pos).items() if t in kinds}
+            for more in constants[1:]:
+                lang = alg.meet(lang, values.language(self, more, depth, pos), "enum")
+        else:
+            lang = {k: TOP for k in kinds}
+        for kind in list(lang):
+            if (any(_KEYWORDS[kind] & node.keys() for node in conj) or (kind == "number" and integer)
+                    or (kind == "object" and formulas)):
+                part = self._part(kind, conj, depth, pos, integer, formulas)
+                lang = alg.meet(lang, {kind: part, **{t: TOP for t in lang if t != kind}}, kind)
+        if not any(_APPLICATORS & node.keys() for node in conj):
+            lang = alg.concrete(lang)  # nothing will narrow it: build the free parts now
+        for node in conj:
+            lang = applicators.apply(self, node, lang, depth, pos, handled)
+        return lang
+
+    def _part(self, kind: str, conj, depth: int, pos: Position, integer: bool,
+              formulas: list[presence.Formula] = ()) -> pynini.Fst | None:
+        if kind == "null":
+            return lit("null")
+        if kind == "boolean":
+            return self.budget.union([lit("true"), lit("false")], "a boolean")
+        if kind == "number":
+            return self._number(conj, integer)
+        if kind == "string":
+            return self._string(conj)
+        inner = self.inner(depth, pos, bool(conj))
+        if inner is None:
+            return None
+        if ((conj or pos.nodes) and pos.plain(kind) and not formulas
+                and not any(_KEYWORDS[kind] & node.keys() for node in conj)):
+            # nothing here shapes this array or object: it is a free one (built once, shared)
+            return self.lang((), inner + 1, self.positions.at([])).get(kind)
+        if kind == "array":
+            return arrays.array_part(self, conj, inner, pos)
+        return objects.object_part(self, conj, inner, pos, formulas)
+
+    def inner(self, depth: int, pos: Position, warn: bool = False) -> int | None:
+        """The depth left for the parts of an array or object at ``pos`` (None: cut here)."""
+        if not pos.counted:
+            return depth
+        if depth == 0:
+            if warn:
+                self.warn(f"nesting past max_depth {self.max_depth} (recursion, free values) is cut")
+            return None
+        return depth - 1
+
+    def _number(self, conj, integer: bool) -> pynini.Fst | None:
+        lower = upper = None
+        multiples = []
+        for node in conj:
+            for key, is_lower in (("minimum", True), ("maximum", False), ("exclusiveMinimum", True),
+                                  ("exclusiveMaximum", False)):
+                if key not in node or isinstance(node[key], bool):
+                    continue
+                exclusive = key.startswith("exclusive") or node.get("exclusive" + key.capitalize()) is True
+                bound = (numbers.decimal(node[key], key), exclusive)
+                if is_lower:
+                    lower = bound if lower is None or (bound[0], bound[1]) > lower else lower
+                else:
+                    upper = bound if upper is None or (-bound[0], bound[1]) > (-upper[0], upper[1]) else upper
+            if "multipleOf" in node:
+                multiples.append(numbers.decimal(node["multipleOf"], "multipleOf"))
+        key = ("number", integer, lower, upper, tuple(sorted(set(multiples))))
+        if key not in self.cache:
+            self.cache[key] = numbers.number_language(self.budget, integer=integer, lower=lower, upper=upper,
+                                                      multiple_of=sorted(set(multiples)))
+        return self.cache[key]
+
+    def _string(self, conj) -> pynini.Fst | None:
+        lo = self.count("minLength", max([int(n["minLength"]) for n in conj if "minLength" in n], default=0), False)
+        hi = self.count("maxLength", min([int(n["maxLength"]) for n in conj if "maxLength" in n], default=None), True)
+        patterns = sorted({n["pattern"] for n in conj if "pattern" in n})
+        kinds = sorted({n["format"] for n in conj if n.get("format") in formats.FORMATS})
+        key = ("string", lo, hi, tuple(patterns), tuple(kinds))
+        if key not in self.cache:  # intersected as spellings: the spelling is injective
+            parts = [strings.spelled_length(self.budget, lo, hi)] if lo or hi is not None else []
+            parts += [strings.spelled(self.budget, self.pattern(p)) for p in patterns]
+            parts += [strings.spelled(self.budget, formats.language(f, self.budget)) for f in kinds]
+            body = parts[0] if parts else strings.spelled(self.budget, strings.any_string())
+            for p in parts[1:]:
+                body = self.budget.intersect(body, p, "the constraints on a string")
+            self.cache[key] = None if body is None else strings.quoted(body)
+        return self.cache[key]
+
+
+def _check_values(node: dict) -> None:
+    """A one-line InputError for a keyword value of the wrong kind."""
+    def bad(key: str, what: str) -> InputError:
+        return InputError(f"keyword {key} must be {what}, not {node[key]!r}", f"fix {key}", hint="schema-value",
+                          keyword=key)
+
+    t = node.get("type")
+    if t is not None and not (t in _TYPE_NAMES if isinstance(t, str)
+                              else isinstance(t, list) and all(x in _TYPE_NAMES for x in t)):
+        raise bad("type", "a type name or a list of them")
+    for key in ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties",
+                "minContains", "maxContains"):
+        v = node.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or v != int(v)):
+            raise bad(key, "a nonnegative integer")
+    for key in ("required", "enum"):
+        if key in node and not isinstance(node[key], list):
+            raise bad(key, "an array")
+    for key in ("allOf", "anyOf", "oneOf", "prefixItems"):
+        if key in node and not (isinstance(node[key], list) and node[key]):
+            raise bad(key, "a nonempty array of schemas")
+    for key in ("properties", "patternProperties", "dependentSchemas", "dependentRequired", "dependencies"):
+        if key in node and not isinstance(node[key], dict):
+            raise bad(key, "an object")
+    for key in ("$ref", "pattern"):
+        if key in node and not isinstance(node[key], str):
+            raise bad(key, "a string")
+    if "multipleOf" in node and numbers.decimal(node["multipleOf"], "multipleOf") <= 0:
+        raise bad("multipleOf", "a number above 0")
+
+
+def compile_schema(schema: Schema, *, whitespace: str = "compact", max_depth: int = MAX_DEPTH, lenient: bool = False,
+                   any_order: bool = False, max_states: int = MAX_STATES) -> CompiledSchema:
+    """The minimal byte DFA of the JSON texts valid under ``schema`` (a parsed JSON Schema).
+
+    ``whitespace``: "compact", "pretty" or "flexible" (:class:`.automata.Policy`).
+    ``max_depth``: recursion and free values nest at most this deep (cut there; see above).
+    ``lenient``: best effort, every approximation listed in the warnings: unsupported keywords
+    and patterns are ignored instead of refused, and counts above :data:`LENIENT_COUNT`
+    (minLength, maxItems, ...) are relaxed (an automaton counting to N has N times the states).
+    ``any_order``: properties in any order instead of the stable order (:mod:`.context`).
+    ``max_states``: the size limit of every automaton built (LimitError past it).
+    Raises InputError (hint ``schema-keyword``, ``schema-value``, ``schema-ref``,
+    ``schema-pattern``, ``schema-cycle``), LimitError, or EmptyLanguageError when no JSON
+    text is valid.
+    """
+    start = time.perf_counter()
+    c = Compiler(schema, whitespace, max_depth, lenient, any_order, max_states)
+    value = c.value([schema], max_depth, c.positions.root())
+    fst = None if value is None else value.copy() if whitespace != "flexible" else c.budget.dfa(
+        c.policy.top(value), "the schema's automaton")
+    if fst is None:
+        raise EmptyLanguageError("no JSON text is valid under the schema", "check the schema, or raise max_depth")
+    table = byte_table()
+    fst.set_input_symbols(table).set_output_symbols(table)
+    name = schema.get("title") if isinstance(schema, dict) and isinstance(schema.get("title"), str) else "schema"
+    return CompiledSchema(ByteAutomaton(fst, f"json-schema:{name}"), list(c.warnings), time.perf_counter() - start)
