@@ -31,7 +31,7 @@ import pynini
 from .artifacts import fst_arrays, read_artifact
 from .errors import DisallowedTokenError, InputError
 from .healing import Healing
-from .matcher import Steps
+from .matcher import Steps, pack
 from .tokenizer import TokenizerModel
 
 _OPENFST_MAGIC = (2125659606).to_bytes(4, "little")
@@ -53,20 +53,38 @@ class _Table(Steps):
     """A deterministic token acceptor as flat arrays: state s's sorted tokens are row ``row[s]``
     of ``labels`` (CSR, rows may be shared: coalescence) and its next states ``nexts[noff[s]:noff[s+1]]``.
     Each row's packed bitmask is made at load (within ``BITMASK_BUDGET`` bytes, else on first use),
-    so ``bitmask(state)`` at a fresh state is a lookup."""
+    so ``bitmask(state)`` at a fresh state is a lookup.
 
-    healing: Healing | None = None
+    ``terminals`` (seed 004 Sec. 2.5.1): bool masks over token ids; label ``vocab_size + j`` in a
+    row is terminal j: one token of its mask. A row's mask is its tokens and its terminals'
+    masks; ``advance`` follows a token's own arc first, then the row's terminals in label order."""
 
     def __init__(self, vocab_size: int, start: int, final: np.ndarray, labels: np.ndarray, loff: np.ndarray,
-                 row: np.ndarray | None, nexts: np.ndarray, noff: np.ndarray):
+                 row: np.ndarray | None, nexts: np.ndarray, noff: np.ndarray, terminals: list[np.ndarray] = ()):
         self.vocab_size, self.start, self._final = vocab_size, start, final
         self._labels, self._loff, self._row, self._nexts, self._noff = labels, loff, row, nexts, noff
+        self.terminals = list(terminals)
+        self._twords = [pack(t) for t in self.terminals]
         nrows = len(loff) - 1
         words = (vocab_size + 31) // 32
         self._words: np.ndarray | None = None
         self._lazy: dict[int, np.ndarray] = {}
         if nrows * words * 4 <= BITMASK_BUDGET:
-            self._words = _packed_rows(labels, loff, vocab_size)
+            self._words = self._packed(labels, loff)
+
+    def _packed(self, labels: np.ndarray, loff: np.ndarray) -> np.ndarray:
+        """:func:`_packed_rows` of the rows, each or-ed with its terminals' masks."""
+        if not self.terminals:
+            return _packed_rows(labels, loff, self.vocab_size)
+        term = labels >= self.vocab_size
+        row_of = np.repeat(np.arange(len(loff) - 1), np.diff(loff))
+        kept = np.zeros(len(loff), np.int64)
+        np.cumsum(np.bincount(row_of[~term], minlength=len(loff) - 1), out=kept[1:])
+        words = _packed_rows(labels[~term], kept, self.vocab_size).copy()
+        for r, j in zip(row_of[term].tolist(), (labels[term] - self.vocab_size).tolist()):
+            words[r] |= self._twords[j]
+        words.setflags(write=False)
+        return words
 
     def bitmask(self, state: int) -> np.ndarray:
         """``mask(state)`` as packed int32 words (read-only, shared by the states of one mask)."""
@@ -75,8 +93,8 @@ class _Table(Steps):
             return self._words[r]
         got = self._lazy.get(r)
         if got is None:
-            got = self._lazy[r] = _packed_rows(self._labels[self._loff[r]:self._loff[r + 1]],
-                                               np.array([0, self._loff[r + 1] - self._loff[r]]), self.vocab_size)[0]
+            got = self._lazy[r] = self._packed(self._labels[self._loff[r]:self._loff[r + 1]],
+                                               np.array([0, self._loff[r + 1] - self._loff[r]]))[0]
         return got
 
     def arcs(self, state: int) -> tuple[np.ndarray, np.ndarray]:
@@ -89,15 +107,25 @@ class _Table(Steps):
 
     def mask(self, state: int) -> np.ndarray:
         m = np.zeros(self.vocab_size, bool)
-        m[self.arcs(state)[0]] = True
+        labels = self.arcs(state)[0]
+        if self.terminals:
+            for j in labels[labels >= self.vocab_size].tolist():
+                m |= self.terminals[j - self.vocab_size]
+            labels = labels[labels < self.vocab_size]
+        m[labels] = True
         return m
 
     def advance(self, state: int, token: int) -> int:
         labels, nexts = self.arcs(state)
         i = int(np.searchsorted(labels, token))
-        if i >= len(labels) or labels[i] != token:
-            raise DisallowedTokenError(token, state)
-        return int(nexts[i])
+        if i < len(labels) and labels[i] == token and token < self.vocab_size:
+            return int(nexts[i])
+        if self.terminals and 0 <= token < self.vocab_size:
+            at = int(np.searchsorted(labels, self.vocab_size))
+            for j, nxt in zip(labels[at:].tolist(), nexts[at:].tolist()):
+                if self.terminals[j - self.vocab_size][token]:
+                    return int(nxt)
+        raise DisallowedTokenError(token, state)
 
     def is_final(self, state: int) -> bool:
         return 0 <= state < len(self._final) and bool(self._final[state])
@@ -120,14 +148,21 @@ def _packed_rows(labels: np.ndarray, loff: np.ndarray, vocab_size: int, chunk: i
 
 
 class FstDecoder(_Table):
-    """A materialized token acceptor (labels = token id + 1), its arcs read in bulk at load."""
+    """A materialized token acceptor (labels = token id + 1), its arcs read in bulk at load.
+    Terminal labels (ids past the vocabulary, named in the symbol table) need the ``model``."""
 
-    def __init__(self, fst: pynini.Fst, vocab_size: int):
+    def __init__(self, fst: pynini.Fst, vocab_size: int, model: TokenizerModel | None = None):
         from .index import by_label
+        from .terminals import terminals_of
 
+        terminals = terminals_of(fst.input_symbols(), vocab_size)
+        if terminals and model is None:
+            raise InputError("the automaton has terminal labels, whose masks come from its tokenizer",
+                             "load it with its tokenizer", hint="terminals-need-tokenizer")
         a = fst_arrays(fst)
         offsets, labels, nexts = by_label(a.src, a.ilabel - 1, a.nextstate, len(a.final))
-        super().__init__(vocab_size, fst.start(), a.final, labels, offsets, None, nexts, offsets)
+        super().__init__(vocab_size, fst.start(), a.final, labels, offsets, None, nexts, offsets,
+                         [t.mask(model) for t in terminals])
         self.fst = fst
 
 
@@ -138,7 +173,11 @@ class IndexDecoder(_Table):
         a = arrays if arrays is not None else _index_arrays(index)
         if isinstance(a, str):
             raise ValueError(f"not a valid tokfst-index: {a}")
-        super().__init__(a.vocab, a.initial, a.final, a.labels, a.loff, a.row, a.nexts, a.noff)
+        masks = []
+        for t in index.get("terminals", ()):
+            masks.append(np.zeros(a.vocab, bool))
+            masks[-1][t["mask"]] = True
+        super().__init__(a.vocab, a.initial, a.final, a.labels, a.loff, a.row, a.nexts, a.noff, masks)
         self.fingerprint = index["tokenizer"]["fingerprint"]
         self.healing = Healing.from_json(index["healing"]) if "healing" in index else None
 
@@ -178,10 +217,11 @@ def index_problem(index: dict) -> str | None:
 def _checked(index: dict) -> _IndexArrays | str:
     """The index's arrays after the version, checksum and structure checks, or what is wrong
     (in that order). The checksum is computed from the arrays when the structure allows it."""
-    from .index import VERSION, checksum, checksum_of_arrays
+    from .index import TERMINALS_VERSION, VERSION, checksum, checksum_of_arrays
 
-    if index.get("version") != VERSION:
-        return f"version {index.get('version')!r}, expected {VERSION}"
+    expected = TERMINALS_VERSION if "terminals" in index else VERSION
+    if index.get("version") != expected:
+        return f"version {index.get('version')!r}, expected {expected}"
     try:
         got = _index_arrays(index)
     except (KeyError, TypeError, ValueError, IndexError, OverflowError):
@@ -195,7 +235,20 @@ def _checked(index: dict) -> _IndexArrays | str:
             return "checksum mismatch"
     if not isinstance(got, str) and "healing" in index and Healing.from_json(index["healing"]) is None:
         return "bad healing field"
+    if not isinstance(got, str) and "terminals" in index and not _terminals_ok(index["terminals"], got.vocab):
+        return "bad terminals field"
     return got
+
+
+def _terminals_ok(terminals: Any, vocab: int) -> bool:
+    """A list of {"name": str, "mask": sorted token ids}."""
+    if type(terminals) is not list:
+        return False
+    for t in terminals:
+        mask = _ints(t.get("mask")) if isinstance(t, dict) and isinstance(t.get("name"), str) else None
+        if mask is None or (len(mask) and (mask[0] < 0 or mask[-1] >= vocab or (np.diff(mask) <= 0).any())):
+            return False
+    return True
 
 
 def _ints(values: Any) -> np.ndarray | None:
@@ -247,7 +300,8 @@ def _index_arrays(index: dict) -> _IndexArrays | str:
     (labels, loff), (nexts, noff) = flat, nxt
     inner = np.ones(len(labels), bool)
     inner[loff[:-1][loff[:-1] < len(labels)]] = False  # the first token of each mask
-    if len(labels) and (labels.min() < 0 or labels.max() >= vocab or (np.diff(labels) <= 0)[inner[1:]].any()):
+    labels_end = vocab + len(index.get("terminals") or ())  # terminal j is label vocab + j
+    if len(labels) and (labels.min() < 0 or labels.max() >= labels_end or (np.diff(labels) <= 0)[inner[1:]].any()):
         return "a mask is not a sorted list of token ids"
     fits = (row >= 0) & (row < len(loff) - 1)
     fits[fits] = np.diff(noff)[fits] == np.diff(loff)[row[fits]]
@@ -283,7 +337,8 @@ def _element_problem(index: dict) -> str | None:
         return "final state out of range"
     for m in masks:
         a = np.asarray(m)
-        if a.ndim != 1 or (a.size and (a.dtype.kind != "i" or a[0] < 0 or a[-1] >= vocab or (np.diff(a) <= 0).any())):
+        if a.ndim != 1 or (a.size and (a.dtype.kind != "i" or a[0] < 0 or a[-1] >= vocab + len(index.get("terminals") or ())
+                                      or (np.diff(a) <= 0).any())):
             return "a mask is not a sorted list of token ids"
     for st in states:
         k, nxt = st["mask"], np.asarray(st["next"])
@@ -313,11 +368,11 @@ def load(path: str, tokenizer: TokenizerModel | str | None = None) -> Decoder:
             raise InputError(f"{path} is a WordPiece factorized artifact", "load it with its tokenizer")
         return mm_factorized.from_bytes(data, model, path)
     if data.startswith(_OPENFST_MAGIC):
-        from .artifacts import read_fst
+        from .artifacts import parse_fst
 
-        fst = read_fst(path)
+        fst = parse_fst(data, path)  # the bytes already read: '-' (stdin) is read once
         size = model.vocab_size if model is not None else _vocab_of(fst, path)
-        return FstDecoder(fst, size)
+        return FstDecoder(fst, size, model)
     decoder = _index(data, path)
     if model is not None and model.fingerprint != decoder.fingerprint:
         raise InputError(f"{path} was built for another tokenizer", "rebuild it for this tokenizer")
@@ -328,4 +383,9 @@ def _vocab_of(fst: pynini.Fst, path: str) -> int:
     table = fst.input_symbols()
     if table is None:
         raise InputError(f"{path} has no symbol table to size its vocabulary", "load it with its tokenizer")
+    from .terminals import Terminal
+
+    if Terminal.parse(table.find(table.num_symbols() - 1)) is not None:
+        raise InputError(f"{path} has terminal labels, whose masks come from its tokenizer",
+                         "load it with its tokenizer", hint="terminals-need-tokenizer")
     return table.num_symbols() - 1

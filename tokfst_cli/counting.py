@@ -318,13 +318,16 @@ def explore(decoder, max_arcs: int = MAX_ARCS) -> pynini.Fst:
     """The states reachable through ``decoder`` (breadth first) as an acceptor (labels id + 1).
 
     A materialized ``.fst`` is returned as it is and an index read through ``arcs(state)``, in
-    bulk; a factorized form is expanded through ``mask``/``advance`` (its states are hashable),
-    at most ``max_arcs`` arcs (else LimitError)."""
+    bulk; a factorized form, or one with terminal labels (each becomes its tokens' arcs), is
+    expanded through ``mask``/``advance`` (its states are hashable), at most ``max_arcs`` arcs
+    (else LimitError)."""
     from .constraint import FstDecoder, IndexDecoder
 
-    if isinstance(decoder, FstDecoder):
+    if getattr(decoder, "terminals", None):
+        pass
+    elif isinstance(decoder, FstDecoder):
         return decoder.fst
-    if isinstance(decoder, IndexDecoder):
+    elif isinstance(decoder, IndexDecoder):
         return _explore_table(decoder)
     start = decoder.initial()
     number, order = {start: 0}, [start]
@@ -332,7 +335,7 @@ def explore(decoder, max_arcs: int = MAX_ARCS) -> pynini.Fst:
     for i, s in enumerate(order):  # the list grows
         toks = np.flatnonzero(decoder.mask(s)).tolist()
         if len(src) + len(toks) > max_arcs:
-            raise LimitError("the factorized artifact's expansion", "max_arcs", max_arcs, remedy=None)
+            raise LimitError("the artifact's expansion", "max_arcs", max_arcs, remedy=None)
         for t in toks:
             nx = decoder.advance(s, t)
             j = number.get(nx)

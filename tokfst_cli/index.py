@@ -16,6 +16,11 @@ Built with a prompt (token healing, ``healing.py``), the index also has the opti
 ``kept``, and ``initial`` is the state after them (``healing`` is not in the checksum;
 ``initial`` is).
 
+With terminal labels (seed 004 Sec. 2.5.1; ``terminals.py``) the index is version 2 and has
+the field ``terminals``: a list of {"name": e.g. "<JSON_STRING:1+>", "mask": sorted token ids};
+in masks and states, id vocab_size + j is terminal j, one token of its mask (a state's own
+tokens first, then its terminals in order); the checksum covers ``terminals`` too.
+
 Format ``tokfst-index`` version 1 (JSON):
     format, version         "tokfst-index", 1
     generator               "tokfst <version>"
@@ -45,11 +50,12 @@ from .progress import report, stage
 from .tokenizer import TokenizerModel
 
 VERSION = FORMAT_VERSION
+TERMINALS_VERSION = 2  # an index with terminal labels (field "terminals"); version 1 readers refuse it
 SMALL = 256  # below this many values, plain Python beats numpy's fixed costs
 
 
 def build_index(fst: pynini.Fst, model: TokenizerModel, pattern: str, max_states: int | None = None,
-                max_arcs: int | None = None, healing: dict | None = None) -> dict[str, Any]:
+                max_arcs: int | None = None, healing: dict | None = None, terminals: list = ()) -> dict[str, Any]:
     """Export a deterministic token acceptor (labels = id + 1) as a coalesced index.
 
     The index has the acceptor's states and arcs, counted first: past ``max_states`` or
@@ -70,6 +76,10 @@ def build_index(fst: pynini.Fst, model: TokenizerModel, pattern: str, max_states
         index = _index(fst, model, pattern)
         if healing is not None:
             index["healing"] = healing
+        if terminals:
+            index["version"] = TERMINALS_VERSION
+            index["terminals"] = [{"name": t.name, "mask": np.flatnonzero(t.mask(model)).tolist()} for t in terminals]
+            index["sha256"] = checksum(index)
         return index
 
 
@@ -171,8 +181,9 @@ CHECKED = ("tokenizer", "regex", "initial", "finals", "masks", "states")
 
 
 def checksum(index: dict) -> str:
-    """sha256 of the fields a decoder reads (canonical JSON), so damage is refused on load."""
-    body = {k: index.get(k) for k in CHECKED}
+    """sha256 of the fields a decoder reads (canonical JSON), so damage is refused on load; with
+    terminal labels, also ``terminals``."""
+    body = {k: index.get(k) for k in CHECKED + (("terminals",) if "terminals" in index else ())}
     return hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()).hexdigest()
 
 
@@ -186,7 +197,7 @@ def checksum_of_arrays(index: dict, finals: np.ndarray, labels: np.ndarray, loff
     next states as CSR; states ``{"mask", "next"}`` only). A large index's canonical JSON is
     written from the arrays, its integer lists by :func:`decimal` (json.dumps costs ~0.1 µs per
     integer); a small one's by json.dumps."""
-    if len(labels) + len(nexts) < 8 * SMALL:
+    if len(labels) + len(nexts) < 8 * SMALL or "terminals" in index:
         return checksum(index)
     states = (b'{"mask":%d,"next":%b}' % (k, t) for k, t in zip(mask_of.tolist(), _lists(nexts, noff)))
     body = b"".join([b'{"finals":', _lists(finals, np.array([0, len(finals)]))[0], b',"initial":',

@@ -73,6 +73,7 @@ class Result:
     limits: Limits = field(default_factory=Limits)
     canonical: bool = False
     healing: Any = None  # with a prompt: healing.Healing (the kept prefix, the re-tokenized tail)
+    terminals: list = field(default_factory=list)  # terminals.Terminal j: token label vocab_size + 1 + j
 
     @property
     def materialized(self) -> bool:
@@ -90,7 +91,7 @@ class Result:
 
         return build_index(self.fst, self.model, self.pattern, self.limits.max_states,
                            self.limits.max_arcs if self.canonical else None,
-                           self.healing.to_json() if self.healing is not None else None)
+                           self.healing.to_json() if self.healing is not None else None, self.terminals)
 
     def decoder(self):
         """The per-step decoder (``initial``, ``mask``, ``advance``, ``is_final``)."""
@@ -98,7 +99,7 @@ class Result:
 
         if not self.materialized:
             return self.lazy
-        decoder = FstDecoder(self.fst, self.model.vocab_size)
+        decoder = FstDecoder(self.fst, self.model.vocab_size, self.model if self.terminals else None)
         decoder.healing = self.healing
         return decoder
 
@@ -133,8 +134,14 @@ def promote(model: TokenizerModel, automaton: ByteAutomaton, limits: Limits = Li
             lexicon: pynini.Fst | None = None, cache: bool = True, marked: bool = False) -> pynini.Fst:
     """S: MIN(PROJ(A o T)), every tokenization of the language (seed 000 Eq. 3); ``marked``:
     S_M over pre-tokenized text with T_M (boundary label kept)."""
+    return _promote(model, automaton, limits, lexicon, cache, marked).fst
+
+
+def _promote(model: TokenizerModel, automaton: ByteAutomaton, limits: Limits, lexicon: pynini.Fst | None,
+             cache: bool, marked: bool, terminals: bool = False):
     lex = lexicon if lexicon is not None else lexicon_mod.lexicon(model, cache=cache, marked=marked)
-    return promote_agnostic(model, automaton, lex, max_states=limits.max_states, marked=marked).fst
+    return promote_agnostic(model, automaton, lex, max_states=limits.max_states, marked=marked,
+                            terminals=terminals, cache=cache)
 
 
 def check_method(model: TokenizerModel, canonical: bool, method: str | None, level: str = "pipeline") -> str | None:
@@ -271,8 +278,14 @@ def canonicalize_maxmatch(model: TokenizerModel, automaton: ByteAutomaton, text:
 
 
 # ---- the whole pipeline ------------------------------------------------------------------------
-def check_options(model: TokenizerModel, canonical: bool, filters: Filters, prompt: str | None) -> None:
-    """Refuse, before building, what the filters and the prompt cannot be combined with."""
+def check_options(model: TokenizerModel, canonical: bool, filters: Filters, prompt: str | None,
+                  terminals: bool = False) -> None:
+    """Refuse, before building, what the filters, the prompt and terminal labels cannot be combined with."""
+    if terminals and (canonical or filters.token_level()):
+        what = "canonical promotion" if canonical else "token filters"
+        raise InputError(f"terminal labels are built by agnostic promotion only, not with {what}",
+                         "drop terminals (wildcards are then expanded into token arcs)", hint="terminals-agnostic",
+                         what=what)
     if prompt is not None and not canonical:
         raise InputError("a prompt is healed by canonical promotion only", "ask for canonical promotion",
                          hint="prompt-needs-canonical")
@@ -285,7 +298,7 @@ def build(model: TokenizerModel, pattern: str, *, canonical: bool = False, metho
           limits: Limits = Limits(), artifact: str | None = None, factorized_ok: bool = True,
           lexicon: pynini.Fst | None = None, cache: bool = True, level: str = "pipeline",
           filters: Filters = NO_FILTERS, prompt: str | None = None,
-          automaton: ByteAutomaton | None = None) -> Result:
+          automaton: ByteAutomaton | None = None, terminals: bool = False) -> Result:
     """A -> P -> S -> C for ``pattern`` over ``model``'s tokens.
 
     ``canonical`` keeps only HF's tokenizations (stage C, ``method`` per family, default the
@@ -297,10 +310,11 @@ def build(model: TokenizerModel, pattern: str, *, canonical: bool = False, metho
     ones S (before C). ``prompt`` (canonical only): token healing by construction (seed 001
     Sec. 4.4): the prompt's text is prepended to A; ``Result.healing`` tells the kept prefix.
     ``automaton``: stage A's byte DFA given directly (e.g. a JSON Schema's); ``pattern`` then only
-    names it.
+    names it. ``terminals`` (agnostic): wildcard loops as terminal labels (seed 004 Sec. 2.5.1,
+    ``terminals.py``); ``Result.terminals`` lists them.
     """
     method = check_method(model, canonical, method, level)
-    check_options(model, canonical, filters, prompt)
+    check_options(model, canonical, filters, prompt, terminals)
     maxmatch = canonical and model.family == "wordpiece"  # needs no lexicon transducer T
     marked = canonical and model.family == "bpe" and level == "pipeline"
     lex = None if maxmatch else (lexicon if lexicon is not None and not marked
@@ -309,6 +323,8 @@ def build(model: TokenizerModel, pattern: str, *, canonical: bool = False, metho
     result = Result(model, pattern, limits=limits, canonical=canonical)
     with stage("A: the regex's byte automaton"):
         a = automaton if automaton is not None else accept(pattern, limits, None if maxmatch or marked else model)
+        if canonical or filters.text_level() or filters.token_level():
+            _refuse_token_groups(a, "canonical promotion" if canonical else "filters")
         a = _text_filters(model, a, filters, prompt)
     with stage("P: preprocessing"):
         text = preprocess(model, a, canonical, limits, level, cache)
@@ -318,7 +334,8 @@ def build(model: TokenizerModel, pattern: str, *, canonical: bool = False, metho
             _token_filters_after(model, result, filters)
     else:
         with stage("S: promotion MIN(PROJ(A o T))"):
-            agnostic = promote(model, ByteAutomaton(text, pattern), limits, lex, marked=marked)
+            promoted = _promote(model, ByteAutomaton(text, pattern), limits, lex, cache, marked, terminals)
+            agnostic, result.terminals = promoted.fst, promoted.terminals
             if filters.token_level() and method != "gadgets":
                 from .filters import apply_tokens
                 from .lexicon import marker_label
@@ -339,6 +356,17 @@ def build(model: TokenizerModel, pattern: str, *, canonical: bool = False, metho
             result.healing = healing.settle(result, prompt)
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _refuse_token_groups(a: ByteAutomaton, what: str) -> None:
+    """Token-level groups ((?P<TEXT_TOKEN>)) are single tokens, not text: agnostic promotion only."""
+    from .terminals import placeholder_kinds
+
+    kinds = placeholder_kinds(a.fst)
+    if kinds:
+        raise InputError(f"the token-level groups ({', '.join(k + '_TOKEN' for k in kinds)}) stand for one token of "
+                         f"any tokenization and cannot be combined with {what}",
+                         "use agnostic promotion, or a text wildcard such as [^\\n]+", hint="token-groups")
 
 
 def _text_filters(model: TokenizerModel, a: ByteAutomaton, filters: Filters, prompt: str | None) -> ByteAutomaton:

@@ -10,7 +10,7 @@ then skipped; otherwise OpenFst minimizes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pynini
@@ -19,6 +19,7 @@ from .artifacts import fst_arrays
 from .errors import EmptyLanguageError, LimitError
 from .progress import report
 from .regex import ByteAutomaton
+from .terminals import PLACEHOLDER_BASE, with_names
 from .tokenizer import TokenizerModel
 
 
@@ -28,6 +29,7 @@ class Promoted:
     states: int
     arcs: int
     minimized: bool
+    terminals: list = field(default_factory=list)  # terminals.Terminal j is token label vocab_size + 1 + j
 
 
 def covers_all_bytes(model: TokenizerModel) -> bool:
@@ -111,14 +113,23 @@ def promote(
     max_states: int = 1_000_000,
     force_minimize: bool = False,
     marked: bool = False,
+    terminals: bool = False,
+    cache: bool = True,
 ) -> Promoted:
     """The minimal acceptor of token sequences whose concatenated surfaces are in L(A).
 
     ``marked``: A is pre-tokenized text (bytes and ``symbols.MARKER``) and ``lexicon`` is T_M
-    over model texts (``lexicon.build(marked=True)``); the result also carries the boundary."""
-    a = automaton.fst.copy().arcsort("olabel")
-    force_minimize = force_minimize or marked
-    if 257 * a.num_states() > max_states and not marked:  # else the bound below cannot pass max_states
+    over model texts (``lexicon.build(marked=True)``); the result also carries the boundary.
+    ``terminals``: wildcard loops become terminal labels (``terminals.py``, seed 004 Sec. 2.5.1);
+    the token-level groups of A (``(?P<TEXT_TOKEN>)``) are terminal labels then, else their
+    tokens' arcs."""
+    a = automaton.fst
+    labels = []
+    if not marked and (terminals or _top_label(a) >= PLACEHOLDER_BASE):
+        a, lexicon, labels = _with_terminals(model, a, lexicon, terminals, cache)
+    a = a.copy().arcsort("olabel")
+    force_minimize = force_minimize or marked or bool(labels)
+    if 257 * a.num_states() > max_states and not marked and not labels:  # else the bound below cannot pass max_states
         at_least = composition_at_least(model, a)
         if at_least is not None and at_least > max_states:
             raise LimitError("A o T", "max_states", max_states, at_least, remedy="simplify", at_least=True)
@@ -136,6 +147,37 @@ def promote(
             "the vocabulary cannot write this language (e.g. upper case for an uncased model)")
     if c.num_states() > max_states:
         raise LimitError("the promoted automaton", "max_states", max_states, c.num_states())
-    c.set_input_symbols(lexicon.output_symbols())
-    c.set_output_symbols(lexicon.output_symbols())
-    return Promoted(fst=c, states=c.num_states(), arcs=count_arcs(c), minimized=minimize)
+    table = lexicon.output_symbols()
+    if labels:
+        table = with_names(table.copy(), model.vocab_size, labels)
+    c.set_input_symbols(table)
+    c.set_output_symbols(table)
+    return Promoted(fst=c, states=c.num_states(), arcs=count_arcs(c), minimized=minimize, terminals=labels)
+
+
+def _top_label(a: pynini.Fst) -> int:
+    return int(fst_arrays(a).ilabel.max(initial=0))
+
+
+def _with_terminals(model: TokenizerModel, a: pynini.Fst, lexicon: pynini.Fst, loops: bool, cache: bool):
+    """(A'', T'', terminals) for terminal labels; or, without ``loops``, A and T with each token-level
+    group's tokens as arcs (``terminals.py``)."""
+    from . import lexicon as lexicon_mod
+    from .terminals import (KIND_NAMES, PLACEHOLDER_BASE, TERMINAL_BASE, Terminal, mark)
+
+    one = pynini.Weight.one(lexicon.weight_type())
+    if not loops:
+        t = lexicon.copy()
+        root = t.start()
+        for k, kind in enumerate(KIND_NAMES):
+            for tid in np.flatnonzero(Terminal(kind, 1, 1).mask(model)).tolist():
+                t.add_arc(root, pynini.Arc(PLACEHOLDER_BASE + k, tid + 1, one, root))
+        return a.copy().set_input_symbols(None).set_output_symbols(None), t.arcsort("ilabel"), []
+    marked = mark(model, a)
+    if marked is None:
+        return a, lexicon, []
+    t = lexicon_mod.lexicon(model, cache=cache, signed=True).copy()
+    root = t.start()
+    for j in range(len(marked.terminals)):
+        t.add_arc(root, pynini.Arc(TERMINAL_BASE + j, model.vocab_size + 1 + j, one, root))
+    return marked.fst, t.arcsort("ilabel"), marked.terminals

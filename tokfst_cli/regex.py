@@ -23,10 +23,11 @@ import pynini
 from interegular import patterns as ip
 from interegular.fsm import anything_else
 
-from . import utf8
+from . import groups, utf8
 from .errors import EmptyLanguageError, InputError, LimitError
 from .progress import report
 from .symbols import byte_table
+from .terminals import KIND_NAMES, PLACEHOLDER_BASE, TOKEN_GROUPS
 
 Ranges = list[tuple[int, int]]
 
@@ -274,8 +275,9 @@ class _Builder:
     """
 
     def __init__(self, pattern: str, max_states: int, small: int | None = None, closure_budget: int | None = None,
-                 chain_check=None, root=None):
+                 chain_check=None, root=None, groups: list | None = None):
         self.pattern, self.max_states = pattern, max_states
+        self.groups = groups or []  # groups.Group per placeholder (seed 004 Sec. 2.5)
         self.small = SMALL_REPETITION if small is None else small
         self.closure_budget = max_states if closure_budget is None else closure_budget
         self.memo: dict = {}
@@ -301,7 +303,9 @@ class _Builder:
         if isinstance(node, ip._CharGroup):
             key = (node.chars, node.negated)
             if key not in self.memo:
-                self.memo[key] = ranges_acceptor(_char_class(node))
+                g = groups.placeholder(node.chars, node.negated)
+                self.memo[key] = (ranges_acceptor(_char_class(node)) if g is None or g >= len(self.groups) else
+                                  groups.automaton(self.groups[g], lambda p: compile_regex(p, self.max_states).fst))
             return self.memo[key].copy()
         if isinstance(node, ip._Concatenation):
             f = pynini.accep("")
@@ -537,9 +541,13 @@ def compile_regex(pattern: str, max_states: int = 1_000_000, chain_check=None) -
     copies may follow), each copy alike, so sizes extrapolate exactly. (x{m,}'s last two
     copies merge when minimized, and states of a cyclic x may: only a finite x is checked.)
     """
-    tree = parse(pattern)
+    rewritten, special = groups.rewrite(pattern)
+    tree = parse(rewritten)
     _refuse_lookaround(pattern, tree)
     flagged = _needs_interegular(tree)
+    if flagged and special:
+        raise InputError(f"regex {pattern!r} combines inline flags with the groups {', '.join(g.name for g in special)}",
+                         "drop the inline flags ((?i) ...) or the special groups")
     at_least = states_at_least(tree, chars_only=flagged)
     if at_least > max_states:
         raise LimitError(f"the byte automaton of regex {pattern!r}", "max_states", max_states, at_least,
@@ -550,7 +558,8 @@ def compile_regex(pattern: str, max_states: int = 1_000_000, chain_check=None) -
         except (ValueError, TypeError, KeyError, RecursionError, NotImplementedError) as e:
             raise InputError(f"regex {pattern!r} cannot be compiled: {e}", "simplify the pattern") from None
     else:
-        nfa = _Builder(pattern, max_states, chain_check=chain_check, root=_sole_repetition(tree)).build(tree)
+        nfa = _Builder(pattern, max_states, chain_check=chain_check, root=_sole_repetition(tree),
+                       groups=special).build(tree)
     f = _determinize(nfa, max_states)
     if f.num_states() > max_states:
         raise LimitError(f"the byte automaton of regex {pattern!r}", "max_states", max_states, remedy="simplify")
@@ -559,5 +568,8 @@ def compile_regex(pattern: str, max_states: int = 1_000_000, chain_check=None) -
     if f.start() == pynini.NO_STATE_ID or f.num_states() == 0:
         raise EmptyLanguageError(f"regex {pattern!r} matches no string", "check the pattern")
     table = byte_table()
+    for g in special:
+        if g.name in TOKEN_GROUPS:
+            table.add_symbol(f"<{g.name}>", PLACEHOLDER_BASE + KIND_NAMES.index(TOKEN_GROUPS[g.name]))
     f.set_input_symbols(table).set_output_symbols(table)
     return ByteAutomaton(fst=f, pattern=pattern)

@@ -65,6 +65,7 @@ MESSAGES = {
     "prompt-max-tokens": "--max-tokens cannot be combined with --prompt",
     "filters-factorized": "the token filters ({names}) need the materialized automaton, which passes --max-arcs",
     "filters-empty": "the filters ({names}) leave no string of the regex",
+    "terminals-agnostic": "--terminals builds agnostic automata only, not with {what}",  # what: canonical promotion, token filters
 }
 
 HINTS = {
@@ -88,6 +89,9 @@ HINTS = {
     "max-tokens": "give --max-tokens 0 or more",
     "inspect-token-filters": "inspect the regex without token-level filters",
     "schema-keyword": "remove it from the schema, or add --lenient to ignore it",
+    "terminals-agnostic": "add --no-terminals (wildcards are then expanded into token arcs)",
+    "token-groups": "promote without --canonical and filters, or write a text wildcard such as [^\\n]+",
+    "terminals-need-tokenizer": "load it with its tokenizer (--tokenizer)",
     "vocab": "e.g. --vocab a,b,ab",
     # count, sample --uniform, inspect
     "count-infinite": "give --max-len N",

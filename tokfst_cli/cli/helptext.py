@@ -59,6 +59,23 @@ Unsupported keywords (unevaluatedProperties, unevaluatedItems, $dynamicRef, ...)
 by name, or ignored with a warning under --lenient; formats outside date, time, date-time,
 email, uuid, uri, ipv4, ipv6, hostname, ... are annotations, named in a warning.
 
+Terminal labels (seed 004 Sec. 2.5.1; agnostic only): --terminals replaces the token arcs of
+a wildcard loop ([^"\\\\]*, [^\\n]{0,80}, a JSON string's contents) by one arc per length class
+whose label names a precomputed token mask, e.g. <JSON_STRING:1+> (one token of one or more
+JSON string characters) or <JSON_STRING:1+@U+0022> (a quote, then such characters). The
+automaton accepts exactly the token sequences of the expanded form; tokens that cross the
+wildcard's edge (\\", ."\\n) stay ordinary arcs. Labels are ids past the vocabulary, named in
+the .fst's symbol table; the index (version 2) lists each terminal's mask. Default: on with
+--schema or a token group below, off otherwise; --no-terminals expands them.
+
+Regex groups (seed 004 Table 1): (?P<TEXT_TOKEN>) one token of any text, (?P<PARAGRAPH_TOKEN>)
+one token without a newline (token-level: one token of any tokenization, agnostic only; a
+state's own token arcs take precedence over them); (?P<QUOTED_TEXT>) a JSON-style quoted
+string with backslash escapes; (?P<UNQUOTED_TEXT>) a YAML-style plain scalar on one line;
+and the syntactic sugar (?P<SUBSTRING_OF>text), (?P<DELIMITED_LIST>(item)(sep){m,n}),
+(?P<DELIMITED_SUBSEQUENCE_OF>(a)(b)...(sep)), (?P<TEXT_UNTIL>stop), each compiled to its
+small automaton directly (README: Regex groups).
+
 Token healing (--canonical only; seed 001 Sec. 4.4): --prompt TEXT or --prompt-file FILE
 puts the prompt's text before the regex's, so the canonical automaton tokenizes the
 boundary as encode(prompt + completion) does. stderr tells how many of encode(prompt)'s
@@ -94,6 +111,8 @@ Examples:
   tokfst promote llama2.json -f email.re --format index > email.json
   tokfst promote llama2.json -e '(中|켤)' --no-byte-tokens | tokfst draw - bytes.svg
   tokfst promote gpt2 --schema person.schema.json --canonical --format index > person.json
+  tokfst promote gpt2 --schema person.schema.json --format index > person-terminals.json
+  tokfst promote gpt2 -e 'Summary:(\\n\\* (?P<PARAGRAPH_TOKEN>)+){3,5}' --format index > summary.json
   tokfst promote gpt2 -e '[A-Za-zα-ω ]{1,12}' --scripts Greek --fuse-spaces --max-tokens 4 > greek.fst
   tokfst promote gpt2 -e '(Cologne|Berlin)' | fstprint | head
   tokfst promote bert.json -e '[0-9]{4}-[0-9]{2}-[0-9]{2}' --canonical date.fst
@@ -277,6 +296,14 @@ check      per --tokenizer (any family): canonical-check --input text on --lines
 compile    per BPE --tokenizer: compile-bpe as a whole process with an empty cache
            (--repeat runs): time, peak RSS and artifact bytes against the targets 10 s,
            1 GB, 8 MB; merges, traces out of rank order, and the time by stage.
+schemas    (issue #15) DIR: per JSON Schema file of DIR (sorted; --limit N: the first
+           N), tokfst's compile_schema, agnostic promotion on each --tokenizer (terminal
+           labels unless --no-terminals) and the mask time along a random walk, vs
+           outlines-core, llguidance and xgrammar compiling the same schema (--no-peers:
+           tokfst only). Each engine runs in worker processes: --timeout per peer call
+           [20 s], --tokfst-timeout per tokfst stage [120 s]; --repeat [1]. Status per
+           file (compiled, refused, limit, memory, error, timeout), coverage, median and
+           p95 per engine, peer/tokfst ratios.
 
 BPE tokenizers (byte-level, GPT-2-like) are trained on the corpus with HF's BpeTrainer and
 cached under $XDG_CACHE_HOME/tokfst/bench (or $TOKFST_CACHE/bench). Regexes: -e, -f, or
@@ -296,6 +323,7 @@ Examples:
   tokfst bench maxmatch --tokenizer bert-base-uncased.json --json mm.json
   tokfst bench check --tokenizer gpt2 --tokenizer bert-base-uncased.json --rss-mb 10,100
   tokfst bench compile --tokenizer gpt2 --tokenizer gemma3.json --repeat 3
+  tokfst bench schemas tests/data/schemas --tokenizer gpt2 --json schemas.json
 """
 
 DOCTOR = """\

@@ -63,6 +63,11 @@ MAX_DEPTH = typer.Option(None, "--max-depth", min=0, metavar="N",
                          help="--schema: nest $ref recursion and free values at most N deep [default: 3].")
 LENIENT = typer.Option(False, "--lenient", help="--schema: ignore unsupported keywords (listed in a warning).")
 ANY_ORDER = typer.Option(False, "--any-order", help="--schema: object properties in any order (default: stable order).")
+TERMINALS = typer.Option(None, "--terminals/--no-terminals",
+                         help="Wildcard loops as terminal labels: one arc per length class whose token mask is "
+                              "precomputed (seed 004 Sec. 2.5.1; agnostic only). Default: on with --schema or a "
+                              "(?P<TEXT_TOKEN>)/(?P<PARAGRAPH_TOKEN>) group, else off; --no-terminals expands "
+                              "them into token arcs.", show_default=False)
 
 
 def promote_cmd(
@@ -95,7 +100,7 @@ def promote_cmd(
     literal_ascii: bool = LITERAL_ASCII, fuse_spaces: bool = FUSE_SPACES, max_tokens: Optional[int] = MAX_TOKENS,
     prompt: Optional[str] = PROMPT, prompt_file: Optional[str] = PROMPT_FILE,
     schema: Optional[str] = SCHEMA, whitespace: Whitespace = WHITESPACE, max_depth: Optional[int] = MAX_DEPTH,
-    lenient: bool = LENIENT, any_order: bool = ANY_ORDER,
+    lenient: bool = LENIENT, any_order: bool = ANY_ORDER, terminals: Optional[bool] = TERMINALS,
 ) -> None:
     """Promote a regex to the automaton of all token sequences that spell it (seed 000 Eq. 3)."""
     source = read_schema(schema, regex, regex_file, whitespace.value, max_depth, lenient, any_order, max_states)
@@ -105,16 +110,24 @@ def promote_cmd(
     prompt = read_prompt(prompt, prompt_file)
     if fmt is Format.fst:
         OUT.refuse_binary_tty(out)
+    if terminals is None:
+        terminals = not canonical and not filters.token_level() and (source is not None or _token_groups(pattern))
     with OUT.progress("loading tokenizer"):
         model = tokmod.load(tokenizer)
         pipeline.check_method(model, canonical, method.value if method else None, level.value)
-        pipeline.check_options(model, canonical, filters, prompt)
+        pipeline.check_options(model, canonical, filters, prompt, terminals)
     with OUT.progress("promoting"):
         result = pipeline.build(model, pattern, canonical=canonical, method=method.value if method else None,
                                 limits=pipeline.Limits(max_states, max_arcs), artifact=artifact,
                                 factorized_ok=fmt is Format.index, cache=not no_cache, level=level.value,
-                                filters=filters, prompt=prompt, automaton=source)
+                                filters=filters, prompt=prompt, automaton=source, terminals=terminals)
     _write(result, out, fmt, verbose)
+
+
+def _token_groups(pattern: str) -> bool:
+    from ..groups import rewrite
+
+    return any(g.name.endswith("_TOKEN") for g in rewrite(pattern)[1])
 
 
 def read_schema(path: str | None, regex: str | None, regex_file: str | None, whitespace: str,
@@ -165,4 +178,5 @@ def _write(result: pipeline.Result, out: str | None, fmt: Format, verbose: bool)
         OUT.document(out, result.index())
     if verbose:
         fst = result.fst
-        OUT.say(f"tokfst: {fst.num_states()} states, {count_arcs(fst)} arcs, promoted in {result.seconds * 1000:.1f} ms")
+        OUT.say(f"tokfst: {fst.num_states()} states, {count_arcs(fst)} arcs, promoted in {result.seconds * 1000:.1f} ms"
+                + (f"; {len(result.terminals)} terminal labels" if result.terminals else ""))
