@@ -209,3 +209,17 @@ def test_command_line_defaults_and_refusals(tmp_path):
     counted = run("count", "gpt2", "-", stdin=fst.read_bytes())  # an .fst with terminals read from stdin
     assert counted.rc == 0, counted.err
     assert model.vocab_size  # the tokenizer gives the masks
+
+
+def test_bench_terminals_rows():
+    """tokfst bench terminals: both forms per pattern, sizes as built, the paired maximum under 1,000."""
+    from tokfst_cli.bench.terminals import run
+
+    rows = run(["gpt2"], {"json string": WILDCARDS["json string"]}, repeat=1)
+    assert [r["form"] for r in rows] == ["expanded", "terminals"]
+    expanded, with_terms = rows
+    built = pipeline.build(TOKENIZER("gpt2"), WILDCARDS["json string"], terminals=True)
+    assert with_terms["states"] == built.fst.num_states() and with_terms["terminals"] == len(built.terminals)
+    assert expanded["big_states"] >= 1 and with_terms["big_states"] == 0
+    assert with_terms["max_at_big"] <= 1_000
+    assert with_terms["mask"]["status"] == "ok" and with_terms["load"]["status"] == "ok"

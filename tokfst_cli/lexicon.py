@@ -68,5 +68,5 @@ def lexicon(model: TokenizerModel, cache: bool = True, marked: bool = False, sig
     """T (or T_M, or T''), built once per tokenizer and cached on disk by fingerprint."""
     if not cache or not model.fingerprint:
         return build(model, marked, signed)
-    name = "model-lexicon" if marked else "signed-lexicon-3" if signed else "lexicon"
+    name = "model-lexicon" if marked else "signed-lexicon-4" if signed else "lexicon"
     return cached_fst(f"{name}-{model.fingerprint}", lambda: build(model, marked, signed))

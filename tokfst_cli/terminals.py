@@ -30,6 +30,7 @@ trie branches are never entered.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -47,6 +48,8 @@ KINDS: dict[str, list[tuple[int, int]]] = {  # label order = precedence order
     "JSON_STRING": utf8.complement([(0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C)]),
     "UNQUOTED": utf8.complement([(0x00, 0x1F), (0x23, 0x23), (0x3A, 0x3A)]),
     "WORD": [(0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)],
+    "ALNUM": [(0x30, 0x39), (0x41, 0x5A), (0x61, 0x7A)],
+    "HOST": [(0x2D, 0x2D), (0x30, 0x39), (0x41, 0x5A), (0x61, 0x7A)],
     "ALPHA": [(0x41, 0x5A), (0x61, 0x7A)],
     "LOWER": [(0x61, 0x7A)],
     "UPPER": [(0x41, 0x5A)],
@@ -153,8 +156,9 @@ def signatures(model: TokenizerModel) -> tuple[np.ndarray, np.ndarray]:
     return _bits(c.member), _bits(c.rest)
 
 
-def _excluded_ascii(kind: str) -> set[int]:
-    return {cp for lo, hi in utf8.complement(KINDS[kind]) if lo < 0x80 for cp in range(lo, min(hi, 0x7F) + 1)}
+@functools.cache
+def _excluded_ascii(kind: str) -> frozenset[int]:
+    return frozenset(cp for lo, hi in utf8.complement(KINDS[kind]) if lo < 0x80 for cp in range(lo, min(hi, 0x7F) + 1))
 
 
 def wide(kind: str) -> bool:
@@ -287,6 +291,7 @@ def _blockable(model: TokenizerModel, table: _Table) -> dict[int, tuple[str, lis
     return chosen
 
 
+@functools.cache
 def _subset(kind: str, of: str) -> bool:
     return _excluded_ascii(of) <= _excluded_ascii(kind) and (wide(of) or not wide(kind))
 
@@ -295,9 +300,11 @@ def mark(model: TokenizerModel, a: pynini.Fst, loops: bool = True) -> Marked | N
     """A'' (see the module docstring), or None when A has neither wildcard loops nor token groups.
 
     At a blocked state q of kind K: one arc per length class of K's tokens (``_chain``), no
-    self-loop on the signatures holding K, nor on the rest-signatures holding K (a token whose
-    first character led into q). At a state p with an ASCII arc c into such a q: one arc per
-    length class for the tokens c + (K's tokens), less those already blocked at p itself."""
+    self-loop on the signatures holding K. Where q's chain cycles (a loop: one or a few length
+    classes), no self-loop either on the rest-signatures holding K (a token whose first
+    character led into q), and a state p with an ASCII arc c into q gets one arc per length
+    class for the tokens c + (K's tokens), less those already blocked at p itself. (Into a
+    bounded chain, such tokens stay arcs: a prefixed label per exact length would multiply.)"""
     table = _Table(a)
     chosen = _blockable(model, table) if loops else {}
     arr = table.arrays
@@ -305,23 +312,37 @@ def mark(model: TokenizerModel, a: pynini.Fst, loops: bool = True) -> Marked | N
     if not chosen and not placeholders.any():
         return None
     terminals: dict[Terminal, int] = {}
-    nonempty: dict[Terminal, bool] = {}
+    labels: dict[tuple, int] = {}  # Terminal fields -> its label, or 0 for an empty mask
+    new_src: list[int] = []
+    new_lab: list[int] = []
+    new_dst: list[int] = []
 
-    def add(q: int, t: Terminal, target: int) -> None:
-        if nonempty.setdefault(t, bool(t.mask(model).any()) if t not in nonempty else nonempty.get(t)):
-            src.append([q]), lab.append([TERMINAL_BASE + terminals.setdefault(t, len(terminals))]), dst.append([target])
+    def label(key: tuple) -> int:
+        got = labels.get(key)
+        if got is None:
+            t = Terminal(*key)
+            got = labels[key] = TERMINAL_BASE + terminals.setdefault(t, len(terminals)) if t.mask(model).any() else 0
+        return got
+
+    def add(q: int, key: tuple, target: int) -> None:
+        got = label(key)
+        if got:
+            new_src.append(q), new_lab.append(got), new_dst.append(target)
 
     ilabel = arr.ilabel.copy()
     for i in np.flatnonzero(placeholders).tolist():
         t = Terminal(KIND_NAMES[int(arr.ilabel[i]) - PLACEHOLDER_BASE], 1, 1)
         ilabel[i] = TERMINAL_BASE + terminals.setdefault(t, len(terminals))
-    src, lab, dst = [arr.src], [ilabel], [arr.nextstate]
+    src, lab, dst = [arr.src, new_src], [ilabel, new_lab], [arr.nextstate, new_dst]
     kind_bit = np.full(table.n, -1, np.int64)
+    loop_bit = np.full(table.n, -1, np.int64)  # blocked states whose chain cycles
     for q, (kind, arcs) in sorted(chosen.items()):
         kind_bit[q] = KIND_NAMES.index(kind)
+        if any(period for (_, period), _ in arcs):
+            loop_bit[q] = kind_bit[q]
         for (lo, period), target in arcs:
-            add(q, Terminal(kind, lo, period), target)
-    into = np.flatnonzero((table.byte < 0x80) & (kind_bit[table.dst] >= 0))
+            add(q, (kind, lo, period), target)
+    into = np.flatnonzero((table.byte < 0x80) & (loop_bit[table.dst] >= 0))
     for p, b, q in zip(table.src[into].tolist(), table.byte[into].tolist(), table.dst[into].tolist()):
         kind, arcs = chosen[q]
         own = KIND_NAMES[kind_bit[p]] if kind_bit[p] >= 0 else ""
@@ -329,14 +350,15 @@ def mark(model: TokenizerModel, a: pynini.Fst, loops: bool = True) -> Marked | N
         if unless and _subset(kind, unless):
             continue  # every such token is one of p's own kind, blocked at p
         for (lo, period), target in arcs:
-            add(p, Terminal(kind, lo, period, chr(b), unless), target)
+            add(p, (kind, lo, period, chr(b), unless), target)
     firsts, rests = signatures(model)
     ids = [tid for tid, _ in model.lexicon_items()]
     sigs = sorted(set(firsts[ids].tolist()))
     states = np.arange(table.n, dtype=np.int64)
-    for base, values in ((SIGNATURE_BASE, sigs), (SECOND_BASE, sorted(set(rests[ids].tolist()) - {0}))):
+    for base, values, bits in ((SIGNATURE_BASE, sigs, kind_bit),
+                               (SECOND_BASE, sorted(set(rests[ids].tolist()) - {0}), loop_bit)):
         for s_ in values:
-            keep = (kind_bit < 0) | ((s_ >> np.maximum(kind_bit, 0)) & 1 == 0)
+            keep = (bits < 0) | ((s_ >> np.maximum(bits, 0)) & 1 == 0)
             src.append(states[keep]), lab.append(np.full(int(keep.sum()), base + s_)), dst.append(states[keep])
     s_, l_, d_ = (np.concatenate([np.asarray(x, np.int64) for x in v]) for v in (src, lab, dst))
     fst = fst_from_arrays(table.n, arr.start, arr.final, s_, l_, l_, d_)

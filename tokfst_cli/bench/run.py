@@ -21,12 +21,13 @@ from ..errors import InputError, TokfstError
 from . import common
 
 PAPER = ("table1", "table2", "paragraph", "peers", "masks")  # what "all" runs: the issue #5 report
-MODES = PAPER + ("promote", "canonical", "maxmatch", "check", "compile", "logits", "ready", "filters", "inspect")
+MODES = PAPER + ("promote", "canonical", "maxmatch", "check", "compile", "logits", "ready", "filters", "inspect",
+                 "terminals")
 CORPUS_MODES = {"table1", "table2", "paragraph"}  # train BPE tokenizers on the corpus
 PLOTTED = {"table1", "table2", "paragraph"}  # modes with a scaling table
 FAMILY = {"table2": "bpe", "paragraph": "bpe", "peers": "bpe", "masks": "bpe", "canonical": "bpe",
           "maxmatch": "wordpiece", "promote": None, "check": None, "compile": "bpe", "logits": None,
-          "ready": None, "filters": None, "inspect": "bpe"}  # of the --tokenizer tokenizers; table1 uses none
+          "ready": None, "filters": None, "inspect": "bpe", "terminals": None}  # of the --tokenizer tokenizers; table1 uses none
 
 
 @dataclass
@@ -172,7 +173,7 @@ def plan(req: Request) -> Plan:
     families = {FAMILY[m] for m in modes if m in FAMILY}
     extra = tokenizers(req.tokenizer or ["gpt2"], next(iter(families)) if len(families) == 1 else "bpe",
                        used=bool(families))
-    wants_regexes = {"peers", "masks", "promote", "canonical", "maxmatch", "check", "logits", "ready", "filters",
+    wants_regexes = {"peers", "masks", "promote", "canonical", "maxmatch", "check", "logits", "ready", "filters", "terminals",
                      "inspect"} & set(modes)
     if "check" in modes:
         rss_sizes(req.rss_mb)
@@ -297,6 +298,10 @@ def run_mode(mode: str, p: Plan, corp, text: str | None, trained: list, progress
         from .filters import filters_table
 
         return filters_table(extra, regex_set(mode, p.regexes), r.repeat, progress)
+    if mode == "terminals":
+        from .terminals import PATTERNS, terminals_table
+
+        return terminals_table(extra, p.regexes or PATTERNS, r.repeat, progress)
     raise ValueError(f"unknown bench mode {mode}")
 
 

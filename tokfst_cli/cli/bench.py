@@ -25,12 +25,14 @@ class Mode(str, Enum):
     ready = "ready"
     filters = "filters"
     inspect = "inspect"
+    schemas = "schemas"  # issue #15
+    terminals = "terminals"  # issue #15
     all = "all"
 
 
 MODE = typer.Argument(..., metavar="MODE",
                       help="table1, table2, paragraph, peers, masks, promote, canonical, maxmatch, check, compile, "
-                           "logits, ready, filters, inspect, or all.")
+                           "logits, ready, filters, inspect, schemas, terminals, or all.")
 CORPUS = typer.Option(None, "--corpus", metavar="PATH",
                       help="Training text: a file, or a directory of *.txt files "
                            "[default: /usr/share/doc/python3.11/html/_sources].")
@@ -39,16 +41,17 @@ VOCAB_SIZES = typer.Option("4000,8000,16000,32000", "--vocab-sizes", metavar="N,
 WORDS = typer.Option(100, "--words", min=1, metavar="N", help="table1: words of the edit-distance-one automaton.")
 METHODS = typer.Option("eq4,eq5,implicit", "--methods", metavar="M,M,...",
                        help="table1: the methods (columns) to run: eq4, eq5, implicit.")
-REPEAT = typer.Option(3, "--repeat", min=3, metavar="N", help="Timed runs per figure (medians).")
+REPEAT = typer.Option(None, "--repeat", min=1, metavar="N",
+                      help="Timed runs per figure (medians; at least 3, schemas: at least 1) [default: 3; schemas: 1].")
 COLD_REPEAT = typer.Option(3, "--cold-repeat", min=0, metavar="N",
                            help="promote, maxmatch: runs of a whole tokfst process per figure (promote per regex, and "
                                 "its cold-start breakdown; compile-maxmatch); 0 = none.")
-TIMEOUT = typer.Option(600.0, "--timeout", min=0.001, metavar="SECONDS",
+TIMEOUT = typer.Option(None, "--timeout", min=0.001, metavar="SECONDS",
                        help="table1: limit per cell for its timed runs (and again for its precomputation); a cell over "
-                            "it reports >T.")
+                            "it reports >T [default: 600]. schemas: limit per peer call [default: 20].")
 TOKENIZER = typer.Option(None, "--tokenizer", metavar="TOKENIZER",
                          help="A tokenizer.json or bundled name, repeatable: the tokenizer of peers, masks, "
-                              "promote, canonical, compile, logits, ready, filters and inspect (maxmatch: a WordPiece "
+                              "promote, canonical, compile, logits, ready, filters, inspect and terminals (maxmatch: a WordPiece "
                               "one), and an "
                               "extra row in table2 and paragraph [default: gpt2].")
 REGEX = typer.Option(None, "-e", "--regex", metavar="REGEX",
@@ -73,22 +76,41 @@ CSV_OUT = typer.Option(None, "--csv", metavar="FILE", help="Write all table rows
 PLOT = typer.Option(None, "--plot", metavar="FILE",
                     help="Plot the scaling tables (time or size vs vocabulary) to FILE.svg or FILE.png.")
 VERBOSE = typer.Option(False, "-v", "--verbose", help="Progress lines on stderr.")
+# ---- bench schemas (issue #15) ----
+DIRECTORY = typer.Argument(None, metavar="DIR", help="schemas: a directory of JSON Schema files (*.json).")
+PEERS = typer.Option(True, "--peers/--no-peers", help="schemas: compile with outlines-core, llguidance, xgrammar too.")
+LIMIT = typer.Option(None, "--limit", min=1, metavar="N", help="schemas: the first N files of DIR (sorted) only.")
+TOKFST_TIMEOUT = typer.Option(120.0, "--tokfst-timeout", min=0.001, metavar="SECONDS",
+                              help="schemas: limit per tokfst stage (compile, promotion, walk) of one file.")
+TERMINALS = typer.Option(True, "--terminals/--no-terminals",
+                         help="schemas: tokfst promotes with terminal labels (as promote --schema does).")
 
 
 def bench_cmd(
-    mode: Mode = MODE, corpus: Optional[str] = CORPUS, vocab_sizes: str = VOCAB_SIZES, words: int = WORDS,
-    methods: str = METHODS, repeat: int = REPEAT, cold_repeat: int = COLD_REPEAT, timeout: float = TIMEOUT,
+    mode: Mode = MODE, directory: Optional[str] = DIRECTORY, corpus: Optional[str] = CORPUS,
+    vocab_sizes: str = VOCAB_SIZES, words: int = WORDS, methods: str = METHODS, repeat: Optional[int] = REPEAT,
+    cold_repeat: int = COLD_REPEAT, timeout: Optional[float] = TIMEOUT,
     tokenizer: Optional[list[str]] = TOKENIZER, regex: Optional[list[str]] = REGEX,
     regex_file: Optional[str] = REGEX_FILE, named: Optional[str] = NAMED, trials: int = TRIALS,
     paragraph_chars: int = PARAGRAPH_CHARS, steps: Optional[int] = STEPS, max_arcs: int = MAX_ARCS, lines: int = LINES,
     rss_mb: str = RSS_MB, json_out: Optional[str] = JSON_OUT, csv_out: Optional[str] = CSV_OUT,
-    plot: Optional[str] = PLOT, verbose: bool = VERBOSE,
+    plot: Optional[str] = PLOT, verbose: bool = VERBOSE, peers: bool = PEERS, limit: Optional[int] = LIMIT,
+    tokfst_timeout: float = TOKFST_TIMEOUT, terminals: bool = TERMINALS,
 ) -> None:
     """Reproduce the paper's tables and time tokfst against its peers."""
     from rich.console import Console
 
     from ..bench import run
 
+    if (mode is Mode.schemas) != (directory is not None):
+        raise typer.BadParameter("bench schemas takes a DIR of JSON Schemas; the other modes none",
+                                 param_hint="'DIR'")
+    if mode is Mode.schemas:
+        return _schemas(schemas_request(directory, tokenizer, peers, repeat, timeout, tokfst_timeout, limit,
+                                        terminals, json_out, csv_out), plot, verbose)
+    if repeat is not None and repeat < 3:
+        raise typer.BadParameter(f"{repeat} is less than 3 (medians of at least 3 runs)", param_hint="'--repeat'")
+    repeat, timeout = repeat or 3, 600.0 if timeout is None else timeout
     plan = run.plan(run.Request(
         mode=mode.value, corpus=corpus, vocab_sizes=vocab_sizes, words=words, methods=methods, repeat=repeat,
         cold_repeat=cold_repeat, timeout=timeout, tokenizer=tokenizer or [], regex=regex or [],
@@ -96,3 +118,26 @@ def bench_cmd(
         max_arcs=max_arcs, lines=lines, rss_mb=rss_mb, json_out=json_out, csv_out=csv_out, plot=plot))
     doc = run.run(plan, OUT.say, verbose or OUT.err.is_terminal)
     run.emit(doc, plan, OUT.err if json_out == "-" else Console(highlight=False), OUT.data)
+
+
+def schemas_request(directory: str, tokenizer: Optional[list[str]], peers: bool, repeat: Optional[int],
+                    timeout: Optional[float], tokfst_timeout: float, limit: Optional[int], terminals: bool,
+                    json_out: Optional[str], csv_out: Optional[str]):
+    """The options of ``tokfst bench schemas DIR`` (issue #15) as a ``bench.schemas.Request``."""
+    from ..bench import schemas
+
+    return schemas.Request(directory, tokenizer or [], peers, repeat or 1,
+                           schemas.TIMEOUT if timeout is None else timeout, tokfst_timeout, limit, terminals,
+                           json_out, csv_out)
+
+
+def _schemas(req, plot: Optional[str], verbose: bool) -> None:
+    """``tokfst bench schemas DIR``: :mod:`tokfst_cli.bench.schemas`."""
+    from rich.console import Console
+
+    from ..bench import schemas
+
+    if plot is not None:
+        raise typer.BadParameter("bench schemas has no scaling table to plot", param_hint="'--plot'")
+    doc = schemas.document(req, OUT.say, verbose or OUT.err.is_terminal)
+    schemas.emit(doc, req, OUT.err if req.json_out == "-" else Console(highlight=False), OUT.data)

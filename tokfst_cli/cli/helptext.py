@@ -304,6 +304,10 @@ schemas    (issue #15) DIR: per JSON Schema file of DIR (sorted; --limit N: the 
            [20 s], --tokfst-timeout per tokfst stage [120 s]; --repeat [1]. Status per
            file (compiled, refused, limit, memory, error, timeout), coverage, median and
            p95 per engine, peer/tokfst ratios.
+terminals  (issue #15) per --tokenizer and pattern (default: five wildcard patterns; or -e,
+           -f): agnostic promotion expanded and with terminal labels: time, states, arcs,
+           the largest state, states of 10^4+ arcs, the most arcs of a terminals state
+           whose expanded twin has 10^4+, index export, decoder load, mask at fresh states.
 
 BPE tokenizers (byte-level, GPT-2-like) are trained on the corpus with HF's BpeTrainer and
 cached under $XDG_CACHE_HOME/tokfst/bench (or $TOKFST_CACHE/bench). Regexes: -e, -f, or

@@ -1,0 +1,298 @@
+"""JSON Schema compilers in worker processes, for ``tokfst bench schemas`` (issue #15).
+
+:func:`run_engine` runs one engine (tokfst or a peer of :mod:`.engines`) over a list of schema
+files in worker processes (:mod:`.isolate`): a worker sets the engine up once, caps its address
+space (:data:`MAX_MEMORY` more than after its set-up) and takes the files one after another; each
+finished stage (tokfst: compile, promotion, walk; peers: compile) is a message that gives the
+next stage the whole time limit. A worker past its time limit is killed, one that dies (native
+code past the memory cap) is reported, and a fresh worker goes on with the next file.
+
+Per file, a dict: ``status`` (compiled, refused, limit, memory, error, timeout; refused is
+tokfst's InputError while compiling the schema), ``stage`` and ``reason``/``detail`` when it
+failed (``refusal``: the InputError's data), and the stages' timing cells and sizes.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import resource
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from . import common, isolate
+from .engines import LLGUIDANCE, OUTLINES, PEERS, THREADS, XGRAMMAR
+
+TOKFST = "tokfst"
+STAGES = {TOKFST: ("compile", "promotion", "walk"), **{p: ("compile",) for p in PEERS}}
+MAX_MEMORY = 4 << 30  # bytes a worker may map beyond its set-up (the machine is shared)
+WALK_TEXTS, MAX_BYTES = 10, 4096  # random texts drawn for the walk (the longest is walked), their bound
+
+
+# ---- in a worker --------------------------------------------------------------------------------------
+def cap_memory(extra: int) -> None:
+    """Cap this process's address space at its size now plus ``extra`` bytes: past it allocations
+    fail (native code aborts quietly, which the parent reports as "memory"); no core file."""
+    from .. import guard
+
+    try:
+        with open("/proc/self/statm", encoding="ascii") as f:
+            size = int(f.read().split()[0]) * resource.getpagesize()
+    except (OSError, ValueError, IndexError):
+        return
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    cap = min(c for c in (size + extra, soft, hard) if c != resource.RLIM_INFINITY)
+    guard._touch_thread_locals()  # the supervisor's preparations for a capped child
+    guard._quiet_terminate()
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+
+
+def outcome(e: BaseException, stage: str) -> dict:
+    """A failed file: status, stage, a short reason and the whole message."""
+    from ..errors import InputError, LimitError, TokfstError
+    from .masks import one_line
+
+    detail = (e.one_line() if isinstance(e, TokfstError) else one_line(e))[:400]
+    out = {"stage": stage, "detail": detail}
+    if isinstance(e, LimitError):
+        return {**out, "status": "limit", "reason": f"{stage}: {e.stage} > {e.limit} {e.bound}"}
+    if isinstance(e, MemoryError):
+        return {**out, "status": "memory", "reason": f"{stage}: out of memory"}
+    if isinstance(e, InputError) and stage == "compile":
+        data = {k: str(v) for k, v in e.data.items()}
+        short = str(e)
+        for v in data.values():
+            short = short.replace(v, "…") if len(v) > 3 else short
+        reason = (f"keyword {data['keyword']}" if "keyword" in data else
+                  "$ref to another document" if e.hint == "schema-ref" else f"{e.hint}: {short[:60]}")
+        return {**out, "status": "refused", "reason": reason, "refusal": {"hint": e.hint, **data}}
+    return {**out, "status": "error", "reason": f"{stage}: {detail[:80]}"}
+
+
+def random_text(fst, seed: int) -> str | None:
+    """A random text of the byte DFA's language (``pynini.randgen``: uniform among the arcs and
+    stopping, at every state), or None (longer than :data:`MAX_BYTES`, or not UTF-8)."""
+    import pynini
+
+    path = pynini.randgen(fst, npath=1, seed=seed, max_length=MAX_BYTES)
+    if path.num_states() == 0:
+        return None
+    data, s = bytearray(), path.topsort().start()
+    while path.num_arcs(s):
+        arc = next(iter(path.arcs(s)))
+        data += bytes([arc.ilabel - 1]) if arc.ilabel else b""
+        s = arc.nextstate
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def draw_walk(fst, model, hf) -> tuple[str, list[int]]:
+    """The longest of :data:`WALK_TEXTS` random texts of the schema's byte DFA, and the walk: HF's
+    tokenization of it (where the ids do not spell it, a normalizer: ``masks.longest_match``)."""
+    from .masks import longest_match, spells
+
+    texts = [t for t in (random_text(fst, seed) for seed in range(WALK_TEXTS)) if t is not None]
+    if not texts:
+        raise RuntimeError(f"no random text of at most {MAX_BYTES} bytes in {WALK_TEXTS} draws")
+    text = max(texts, key=len)
+    ids = hf.encode(text, add_special_tokens=False).ids
+    walk = ids if spells(model, ids, text) else longest_match(model, text)
+    if walk is None:
+        raise RuntimeError("no tokenization of the random text over the token surfaces")
+    return text, walk
+
+
+def fresh_masks(decoder, walk: list[int]) -> tuple[list[int], bool]:
+    """ns of the packed mask (``engines.bitmask``) at each state the walk reaches for the first
+    time (the start, then after each token), and whether the decoder accepts the whole walk."""
+    from ..errors import DisallowedTokenError
+    from .engines import bitmask
+
+    clock, seen, times, state = time.perf_counter_ns, set(), [], decoder.initial()
+    gc.disable()  # as masks.run_walk: no collection inside a timed lookup
+    try:
+        for token in [*walk, None]:
+            if state not in seen:
+                seen.add(state)
+                t0 = clock()
+                bitmask(decoder, state)
+                times.append(clock() - t0)
+            if token is None:
+                return times, bool(decoder.is_final(state))
+            try:
+                state = decoder.advance(state, token)
+            except DisallowedTokenError:
+                return times, False
+    finally:
+        gc.enable()
+
+
+def walk_masks(result, walk: list[int], repeat: int) -> dict:
+    """Decoder load (``Result.decoder()``) and the median mask time at the walk's fresh states, a
+    fresh decoder per timed walk."""
+    loads, medians, accepted = [], [], True
+    for _ in range(repeat):
+        t, decoder = common.timed(result.decoder)
+        times, ok = fresh_masks(decoder, walk)
+        loads.append(t)
+        medians.append(statistics.median(times) / 1e9)
+        accepted &= ok
+    return {"load": common.ok(loads), "mask": common.ok(medians), "steps": len(walk), "fresh": len(times),
+            "walk_accepted": accepted}
+
+
+def tokfst_one(model, lex, hf, doc, repeat: int, stage: Callable[..., None], terminals: bool) -> dict:
+    from ..artifacts import fst_arrays
+    from ..pipeline import build
+    from ..schema import compile_schema
+
+    where = "compile"
+    try:
+        cell, compiled = common.measure(repeat, lambda: compile_schema(doc))
+        a = compiled.automaton
+        stage("compile", compile=cell, byte_states=a.fst.num_states())
+        where = "promotion"
+        cell, result = common.measure(repeat, lambda: build(model, a.pattern, automaton=a, lexicon=lex,
+                                                             terminals=terminals))
+        per_state = np.bincount(fst_arrays(result.fst).src, minlength=result.fst.num_states())
+        stage("promotion", promote=cell, states=result.fst.num_states(), arcs=int(per_state.sum()),
+              max_out=int(per_state.max(initial=0)))
+    except Exception as e:  # noqa: BLE001 - every failure is the file's status
+        return outcome(e, where)
+    try:
+        text, walk = draw_walk(a.fst, model, hf)
+        return {"status": "compiled", "walk_bytes": len(text.encode("utf-8")), **walk_masks(result, walk, repeat)}
+    except Exception as e:  # noqa: BLE001 - compiled all the same: the mask cell and the reason say what failed
+        failed = outcome(e, "walk")
+        return {**failed, "status": "compiled", "mask": common.error(failed["detail"])}
+
+
+def tokfst_setup(tokenizer: str, terminals: bool):
+    from tokenizers import Tokenizer
+
+    from .. import lexicon, tokenizer as tokmod
+
+    model = common.load_model(tokenizer, None)
+    lex, hf = lexicon.lexicon(model), Tokenizer.from_file(str(tokmod.resolve_path(tokenizer)))
+    return lambda doc, repeat, stage: tokfst_one(model, lex, hf, doc, repeat, stage, terminals)
+
+
+def peer_compiler(name: str, tokenizer: str) -> Callable[[str], object]:
+    """The peer's compile(schema text), its tokenizer objects set up (``engines``)."""
+    from . import engines
+
+    model = common.load_model(tokenizer, None)
+    engine = {OUTLINES: engines.Outlines, LLGUIDANCE: engines.LLGuidance, XGRAMMAR: engines.XGrammar}[name](
+        model, tokenizer)
+    if engine.missing is not None:
+        raise RuntimeError(f"{name} {engine.missing}")
+    if name == OUTLINES:
+        from outlines_core.json_schema import build_regex_from_schema
+
+        return lambda text: engine.oc.Index(build_regex_from_schema(text, whitespace_pattern=""), engine.vocabulary)
+    if name == LLGUIDANCE:
+        def compile_llg(text: str):
+            grammar = engine.llg.LLMatcher.grammar_from_json_schema(text, overrides={"whitespace_flexible": False})
+            matcher = engine.llg.LLMatcher(engine.tokenizer, grammar)
+            if matcher.is_error():
+                raise ValueError(matcher.get_error())
+            return matcher
+
+        return compile_llg
+    compiler = engine.xgr.GrammarCompiler(engine.info, max_threads=THREADS, cache_enabled=False)
+    return lambda text: compiler.compile_json_schema(text, any_whitespace=False, separators=(",", ":"),
+                                                     strict_mode=False)
+
+
+def peer_setup(name: str, tokenizer: str):
+    compile_text = peer_compiler(name, tokenizer)
+
+    def one(doc, repeat: int, stage) -> dict:
+        try:
+            cell, _ = common.measure(repeat, lambda: compile_text(json.dumps(doc)))
+        except Exception as e:  # noqa: BLE001 - a peer refusing or failing on the schema: its status
+            return outcome(e, "compile")
+        return {"status": "compiled", "compile": cell}
+
+    return one
+
+
+def worker(spec: dict, emit: Callable[[dict], None]) -> None:
+    """``isolate.run``'s target: set up spec["engine"] on spec["tokenizer"], cap the memory
+    (spec["max_memory"] bytes more), then every file in turn; each finished stage and file is a
+    message that restarts the time limit."""
+    from .. import guard
+
+    guard._die_with_parent(os.getppid())  # a killed bench leaves no worker behind
+    engine, tokenizer = spec["engine"], spec["tokenizer"]
+    seconds, one = common.timed(lambda: tokfst_setup(tokenizer, spec["terminals"]) if engine == TOKFST
+                                else peer_setup(engine, tokenizer))
+    cap_memory(spec["max_memory"])
+    emit({"kind": "setup", "seconds": seconds, "restart": True})
+    for path in spec["files"]:
+        name = Path(path).name
+
+        def stage(what: str, **data) -> None:
+            emit({"kind": "stage", "file": name, "done": what, **data, "restart": True})
+
+        try:
+            doc = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            out = {"status": "error", "stage": "read", "reason": "not a JSON file", "detail": str(e)[:400]}
+        else:
+            out = one(doc, spec["repeat"], stage)
+        emit({"kind": "schema", "file": name, **out, "restart": True})
+
+
+# ---- the parent ---------------------------------------------------------------------------------------
+def run_engine(engine: str, tokenizer: str, files: list[Path], repeat: int, limit: float, progress,
+               terminals: bool = True, target: str = f"{__name__}:worker") -> tuple[dict[str, dict], float | None]:
+    """file name -> what the engine's workers (``target``, run by ``isolate.run``) reported: status,
+    cells, sizes; and the set-up seconds. ``terminals``: tokfst's promotion with terminal labels."""
+    rows: dict[str, dict] = {}
+    setup, start = None, 0
+    while start < len(files):
+        spec = {"engine": engine, "tokenizer": tokenizer, "files": [str(p) for p in files[start:]],
+                "repeat": repeat, "max_memory": MAX_MEMORY, "terminals": terminals}
+        out = isolate.run(target, spec, limit)
+        done = 0
+        for m in out.messages:
+            if m["kind"] == "setup":
+                setup = m["seconds"]
+                continue
+            rows.setdefault(m["file"], {}).update({k: v for k, v in m.items() if k not in ("kind", "file", "restart")})
+            if m["kind"] == "schema":
+                done += 1
+                progress(f"schemas: {engine}: {m['file']}: {m['status']}")
+        if not out.timed_out and out.error is None:
+            break
+        if not any(m["kind"] == "setup" for m in out.messages):  # the set-up itself failed: no file can run
+            why = f"set-up over {limit:g} s" if out.timed_out else f"set-up failed: {out.error}"
+            rows.update({p.name: {"status": "error", "stage": "setup", "reason": why, "detail": why}
+                         for p in files[start:]})
+            break
+        failed = files[start + done].name
+        row = rows.setdefault(failed, {})
+        stages = STAGES[engine]
+        stage = stages[stages.index(row["done"]) + 1] if "done" in row else stages[0]
+        if out.timed_out:
+            row.update(status="timeout", stage=stage, reason=f"{stage} > {limit:g} s",
+                       detail=f"{stage} over {limit:g} s")
+        elif out.error.startswith("the measuring process died"):  # without a word: native code past the cap
+            row.update(status="memory", stage=stage, reason=f"{stage}: memory cap", detail=out.error)
+        else:
+            row.update(status="error", stage=stage, reason=f"{stage}: {out.error[:80]}", detail=out.error)
+        if stage == "walk":  # compiled all the same: the mask cell says what happened
+            row["mask"] = common.timeout(limit) if out.timed_out else common.error(row["detail"])
+            row["status"] = "compiled"
+        progress(f"schemas: {engine}: {failed}: {row['status']}")
+        start += done + 1
+    return rows, setup
