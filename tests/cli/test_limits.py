@@ -223,7 +223,7 @@ def test_signals_during_start_up_exit_quietly(env, tmp_path, signum, code):
         d = tmp_path / str(trial)
         d.mkdir()
         p = subprocess.Popen([str(TOKFST), *QUICK, "out.fst"], cwd=d, env=env, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE)
+                             stderr=subprocess.PIPE, preexec_fn=_default_sigint)
         assert _importing(p.pid, time.monotonic() + 30) or p.poll() is not None
         time.sleep(delay)
         p.send_signal(signum)
@@ -252,9 +252,16 @@ def test_the_entry_point_handles_signals_before_the_heavy_imports():
              "print(sorted(x for x in sys.modules if x.split('.')[0] in "
              "('numpy', 'pynini', '_pynini', 'tokenizers', 'typer', 'rich') or x.startswith('tokfst_cli.cli'))); "
              "print(signal.getsignal(signal.SIGINT) is m._stop, signal.getsignal(signal.SIGTERM) is m._stop)")
-    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
+                       preexec_fn=_default_sigint)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split("\n")[:2] == ["[]", "True True"], r.stdout
+
+
+def _default_sigint() -> None:
+    """SIGINT's default action in the child: a test run started in the background by a shell without
+    job control inherits SIGINT ignored, which tokfst rightly keeps ignored (as under nohup)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _children(pid: int) -> list[str] | None:
