@@ -41,6 +41,7 @@ from tokfst_cli.regex import compile_regex
 from .conftest import real
 from .helpers import enumerate_paths, sample_paths
 from .runner import run
+from .walks import accepts
 
 CHARS = [*"abcdefghijklmnopqrstuvwxyz", "é", "日", "本", "語", *" .,!?'-", *"0123456789"]
 CLASS = "a-zé日本語 .,!?'0-9-"
@@ -74,16 +75,6 @@ def expected(tok: str, prompt: str, completions: list[str]) -> tuple[Healing, li
     while k < len(e) and all(len(x) > k and x[k] == e[k] for x in ids):
         k += 1
     return Healing(prompt, e[:k], len(e) - k), ids
-
-
-def accepts(dec, seq: list[int]) -> bool:
-    state = dec.initial()
-    try:
-        for t in seq:
-            state = dec.advance(state, t)
-    except DisallowedTokenError:
-        return False
-    return dec.is_final(state)
 
 
 def paths(fst) -> set[tuple[int, ...]]:

@@ -8,7 +8,19 @@ from collections import deque
 
 import numpy as np
 
+from tokfst_cli.errors import DisallowedTokenError
 from tokfst_cli.steering import token_steering
+
+
+def accepts(dec, ids: list[int]) -> bool:
+    """Does the decoder accept the token sequence (every step allowed, a final state at the end)?"""
+    state = dec.initial()
+    try:
+        for t in ids:
+            state = dec.advance(state, t)
+    except DisallowedTokenError:
+        return False
+    return dec.is_final(state)
 
 
 def equal_masks(reference, dec, limit: int) -> int:

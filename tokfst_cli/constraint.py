@@ -160,6 +160,9 @@ class FstDecoder(_Table):
             raise InputError("the automaton has terminal labels, whose masks come from its tokenizer",
                              "load it with its tokenizer", hint="terminals-need-tokenizer")
         a = fst_arrays(fst)
+        if len(a.ilabel) and (a.ilabel.min() < 1 or a.ilabel.max() > vocab_size + len(terminals)):
+            raise InputError("the automaton has labels outside the tokenizer's token ids (and terminal labels)",
+                             "load it with the tokenizer it was built for")
         offsets, labels, nexts = by_label(a.src, a.ilabel - 1, a.nextstate, len(a.final))
         super().__init__(vocab_size, fst.start(), a.final, labels, offsets, None, nexts, offsets,
                          [t.mask(model) for t in terminals])

@@ -23,6 +23,7 @@ from typing import Callable
 import pynini
 
 from .errors import InputError
+from .sugar import NAMES as SUGAR_NAMES
 from .terminals import KIND_NAMES, PLACEHOLDER_BASE, TOKEN_GROUPS
 
 RESERVED = 0xF0000  # placeholders U+F0000 + i
@@ -34,7 +35,6 @@ MACROS = {
 _OPEN = re.compile(r"\(\?P<([A-Za-z_][A-Za-z0-9_]*)>")
 
 
-SUGAR = ("SUBSTRING_OF", "DELIMITED_LIST", "DELIMITED_SUBSEQUENCE_OF", "TEXT_UNTIL")  # sugar.NAMES
 
 @dataclass(frozen=True)
 class Group:
@@ -76,7 +76,7 @@ def rewrite(pattern: str) -> tuple[str, list[Group]]:
     if any(RESERVED <= ord(c) <= RESERVED_END for c in pattern):
         raise InputError(f"regex {pattern!r} uses a code point of U+F0000..U+F0FFF, which tokfst reserves",
                          "write those characters with a class range instead of literally")
-    specials = set(TOKEN_GROUPS) | set(MACROS) | set(SUGAR)
+    specials = set(TOKEN_GROUPS) | set(MACROS) | set(SUGAR_NAMES)
     groups: list[Group] = []
     out, i = [], 0
     while i < len(pattern):

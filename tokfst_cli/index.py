@@ -73,17 +73,13 @@ def build_index(fst: pynini.Fst, model: TokenizerModel, pattern: str, max_states
                 if arcs > max_arcs:
                     raise LimitError("the index", "max_arcs", max_arcs)
         report(states)
-        index = _index(fst, model, pattern)
+        index = _index(fst, model, pattern, terminals)
         if healing is not None:
             index["healing"] = healing
-        if terminals:
-            index["version"] = TERMINALS_VERSION
-            index["terminals"] = [{"name": t.name, "mask": np.flatnonzero(t.mask(model)).tolist()} for t in terminals]
-            index["sha256"] = checksum(index)
         return index
 
 
-def _index(fst: pynini.Fst, model: TokenizerModel, pattern: str) -> dict[str, Any]:
+def _index(fst: pynini.Fst, model: TokenizerModel, pattern: str, terminals: list = ()) -> dict[str, Any]:
     a = fst_arrays(fst)
     offsets, labels, nexts = by_label(a.src, a.ilabel - 1, a.nextstate, len(a.final))
     mask_of, mask_first = coalesce(offsets, labels)
@@ -111,6 +107,9 @@ def _index(fst: pynini.Fst, model: TokenizerModel, pattern: str) -> dict[str, An
             "final_only_states": int((counts == 0).sum()),
         },
     }
+    if terminals:  # version 2 (the checksum then covers them)
+        index["version"] = TERMINALS_VERSION
+        index["terminals"] = [{"name": t.name, "mask": np.flatnonzero(t.mask(model)).tolist()} for t in terminals]
     index["sha256"] = checksum_of_arrays(index, finals, mlabels, moff, mask_of, nexts, offsets)
     return index
 

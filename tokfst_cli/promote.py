@@ -19,7 +19,7 @@ from .artifacts import fst_arrays
 from .errors import EmptyLanguageError, LimitError
 from .progress import report
 from .regex import ByteAutomaton
-from .terminals import PLACEHOLDER_BASE, with_names
+from .terminals import placeholder_kinds, with_names
 from .tokenizer import TokenizerModel
 
 
@@ -125,7 +125,7 @@ def promote(
     tokens' arcs."""
     a = automaton.fst
     labels = []
-    if not marked and (terminals or _top_label(a) >= PLACEHOLDER_BASE):
+    if not marked and (terminals or placeholder_kinds(a)):
         a, lexicon, labels = _with_terminals(model, a, lexicon, terminals, cache)
     a = a.copy().arcsort("olabel")
     force_minimize = force_minimize or marked or bool(labels)
@@ -155,10 +155,6 @@ def promote(
     return Promoted(fst=c, states=c.num_states(), arcs=count_arcs(c), minimized=minimize, terminals=labels)
 
 
-def _top_label(a: pynini.Fst) -> int:
-    return int(fst_arrays(a).ilabel.max(initial=0))
-
-
 def _with_terminals(model: TokenizerModel, a: pynini.Fst, lexicon: pynini.Fst, loops: bool, cache: bool):
     """(A'', T'', terminals) for terminal labels; or, without ``loops``, A and T with each token-level
     group's tokens as arcs (``terminals.py``)."""
@@ -169,7 +165,8 @@ def _with_terminals(model: TokenizerModel, a: pynini.Fst, lexicon: pynini.Fst, l
     if not loops:
         t = lexicon.copy()
         root = t.start()
-        for k, kind in enumerate(KIND_NAMES):
+        for kind in placeholder_kinds(a):
+            k = KIND_NAMES.index(kind)
             for tid in np.flatnonzero(Terminal(kind, 1, 1).mask(model)).tolist():
                 t.add_arc(root, pynini.Arc(PLACEHOLDER_BASE + k, tid + 1, one, root))
         return a.copy().set_input_symbols(None).set_output_symbols(None), t.arcsort("ilabel"), []

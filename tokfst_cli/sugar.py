@@ -29,6 +29,7 @@ import pynini
 
 from . import utf8
 from .errors import InputError
+from .fsts import text_acceptor
 
 NAMES = ("SUBSTRING_OF", "DELIMITED_LIST", "DELIMITED_SUBSEQUENCE_OF", "TEXT_UNTIL")
 SYNTAX = {
@@ -91,23 +92,9 @@ def _parts(name: str, body: str) -> tuple[list[str], int, int | None]:
     return parts, lo, hi
 
 
-def _text(s: str) -> pynini.Fst:
-    """The acceptor of a string's UTF-8 bytes (labels byte + 1)."""
-    f = pynini.Fst()
-    one = pynini.Weight.one(f.weight_type())
-    q = f.add_state()
-    f.set_start(q)
-    for b in s.encode("utf-8"):
-        r = f.add_state()
-        f.add_arc(q, pynini.Arc(b + 1, b + 1, one, r))
-        q = r
-    f.set_final(q)
-    return f
-
-
 def substring_of(text: str) -> pynini.Fst:
     """Non-empty substrings of ``text`` in whole characters (the factor automaton)."""
-    f = _text(text)
+    f = text_acceptor(text)
     one = pynini.Weight.one(f.weight_type())
     boundaries, at = [0], 0
     for c in text:
@@ -169,7 +156,7 @@ def text_until(stops: list[str]) -> pynini.Fst:
 
     sigma = ranges_acceptor(utf8.remove_surrogates([(0, utf8.MAX_CODE_POINT)]))
     anything = sigma.copy().closure()
-    u = pynini.union(*(_text(s) for s in stops))
+    u = pynini.union(*(text_acceptor(s) for s in stops))
     ends = pynini.determinize((anything + u).rmepsilon()).minimize()
     earlier = pynini.determinize((anything + u + sigma.copy().closure(1)).rmepsilon()).minimize()
     return pynini.difference(ends, earlier).connect()

@@ -222,7 +222,6 @@ class Marked:
 
     fst: pynini.Fst
     terminals: list[Terminal]
-    signatures: list[int]  # the signatures present in the vocabulary (each a label SIGNATURE_BASE + s)
 
 
 class _Kind:
@@ -362,13 +361,16 @@ def mark(model: TokenizerModel, a: pynini.Fst, loops: bool = True) -> Marked | N
             src.append(states[keep]), lab.append(np.full(int(keep.sum()), base + s_)), dst.append(states[keep])
     s_, l_, d_ = (np.concatenate([np.asarray(x, np.int64) for x in v]) for v in (src, lab, dst))
     fst = fst_from_arrays(table.n, arr.start, arr.final, s_, l_, l_, d_)
-    return Marked(fst, sorted(terminals, key=terminals.get), sigs)
+    return Marked(fst, sorted(terminals, key=terminals.get))
 
 
 def placeholder_kinds(a: pynini.Fst) -> list[str]:
-    """The kinds of the token-level groups (placeholder labels) in byte automaton A."""
-    labels = set(fst_arrays(a).ilabel.tolist())
-    return [k for i, k in enumerate(KIND_NAMES) if PLACEHOLDER_BASE + i in labels]
+    """The kinds of the token-level groups (placeholder labels) in byte automaton A: read off its
+    input symbol table, where ``regex.compile_regex`` names each placeholder it uses (no arc is read)."""
+    table = a.input_symbols()
+    if table is None:
+        return []
+    return [k for i, k in enumerate(KIND_NAMES) if table.member(PLACEHOLDER_BASE + i)]
 
 
 def terminals_of(table: pynini.SymbolTable | None, vocab_size: int) -> list[Terminal]:

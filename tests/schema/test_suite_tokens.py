@@ -19,12 +19,13 @@ import pynini
 import pytest
 
 from tokfst_cli import pipeline
-from tokfst_cli.errors import DisallowedTokenError, EmptyLanguageError, LimitError
+from tokfst_cli.errors import EmptyLanguageError, LimitError
 from tokfst_cli.pretok.added import contents
 from tokfst_cli.regex import ByteAutomaton, compile_regex
 from tokfst_cli.schema import compile_schema, serialize
 
 from ..conftest import TOKENIZER
+from ..walks import accepts
 from .test_suite import CASES, _writings, classify, max_depth
 
 COMPILED = [c for c in CASES if classify(c[0], c[2])[0] == "compiled"]
@@ -38,16 +39,6 @@ def _automaton(group: dict) -> ByteAutomaton | None:
         return compile_schema(group["schema"], max_depth=max_depth(group)).automaton
     except EmptyLanguageError:
         return None  # no valid text: the suite's valid list is empty then
-
-
-def _accepts(decoder, ids: list[int]) -> bool:
-    state = decoder.initial()
-    try:
-        for t in ids:
-            state = decoder.advance(state, t)
-    except DisallowedTokenError:
-        return False
-    return decoder.is_final(state)
 
 
 def _check(name: str, group: dict, tok: str, canonical: bool) -> None:
@@ -67,7 +58,7 @@ def _check(name: str, group: dict, tok: str, canonical: bool) -> None:
             _writings(test["data"], group["schema"], "compact")
         for text in texts:
             ids = hf.encode(text, add_special_tokens=False).ids
-            assert _accepts(decoder, ids) == test["valid"], (text, ids, test["description"])
+            assert accepts(decoder, ids) == test["valid"], (text, ids, test["description"])
 
 
 def _literal_union(texts: list[str]) -> str:

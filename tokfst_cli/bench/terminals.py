@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections import deque
 from pathlib import Path
 
 import numpy as np
@@ -59,9 +60,9 @@ def paired_max(expanded, with_terms, big: int = 10_000, limit: int = 20_000) -> 
     ``big`` or more arcs; None if no such state was met."""
     a, b = expanded.decoder(), with_terms.decoder()
     seen = {(a.initial(), b.initial())}
-    queue, worst = list(seen), None
+    queue, worst = deque(seen), None
     while queue and len(seen) < limit:
-        x, y = queue.pop(0)
+        x, y = queue.popleft()
         tokens = a.arcs(x)[0]
         if len(tokens) >= big:
             worst = max(worst or 0, len(b.arcs(y)[0]))
