@@ -128,7 +128,7 @@ def promote(
     if not marked and (terminals or placeholder_kinds(a)):
         a, lexicon, labels = _with_terminals(model, a, lexicon, terminals, cache)
     a = a.copy().arcsort("olabel")
-    force_minimize = force_minimize or marked or bool(labels)
+    force_minimize = force_minimize or marked  # terminal labels regroup tokens: minimality carries over
     if 257 * a.num_states() > max_states and not marked and not labels:  # else the bound below cannot pass max_states
         at_least = composition_at_least(model, a)
         if at_least is not None and at_least > max_states:

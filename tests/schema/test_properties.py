@@ -208,3 +208,66 @@ def test_const_accepts_its_value_only(const, others):
     assert accepts(fst, serialize(const, schema))
     for w in others:
         assert accepts(fst, serialize(w, schema)) == _same(const, w), (const, w)
+
+
+VALUES = [True, False, {"const": 1}, {"type": "string"}, {"type": "integer", "minimum": 2}, {"enum": ["x", None]},
+          {"type": "object", "properties": {"n": {"type": "boolean"}}, "additionalProperties": False}]
+MEMBER_WISE = st.fixed_dictionaries({}, optional={
+    "properties": st.dictionaries(st.sampled_from("abc"), st.sampled_from(VALUES), max_size=3),
+    "required": st.lists(st.sampled_from("abc"), max_size=2, unique=True),
+    "additionalProperties": st.sampled_from(VALUES),
+    "patternProperties": st.dictionaries(st.sampled_from(["^x", "y"]), st.sampled_from(VALUES), max_size=1),
+    "minProperties": st.integers(0, 2), "maxProperties": st.integers(1, 3),
+})
+BRANCH = st.tuples(MEMBER_WISE, st.fixed_dictionaries({}, optional={
+    "type": st.sampled_from(["object", "string", ["object", "string"], ["null", "object"]]),
+    "minLength": st.integers(1, 2), "enum": st.just([1, "x", None])})).map(lambda p: {**p[0], **p[1]})
+
+
+def _applicator(branches: list[dict], op: str) -> dict:
+    if op == "if":
+        return {"if": branches[0], "then": branches[1], **({"else": branches[2]} if len(branches) > 2 else {})}
+    if op == "not":
+        return {"not": branches[0]}
+    if op == "dependentSchemas":
+        return {"dependentSchemas": dict(zip("ab", branches))}
+    return {op: branches}
+
+
+@given(base=MEMBER_WISE, branches=st.lists(BRANCH, min_size=2, max_size=3),
+       op=st.sampled_from(["if", "anyOf", "oneOf", "not", "dependentSchemas"]), typed=st.booleans())
+@settings(max_examples=40, deadline=None)
+def test_member_wise_applicators_on_words_equal_the_boolean_operations(base, branches, op, typed):
+    """anyOf/oneOf/not/if/dependentSchemas over member-wise subschemas (for objects decided on
+    the member words, each key's value split by the tests; other types by Boolean operations)
+    against the same schema forced through the Boolean operations on whole automata (a no-op
+    ``propertyNames`` makes a branch not member-wise)."""
+    schema = {**base, **({"type": ["object", "string", "null"]} if typed else {}), **_applicator(branches, op)}
+    forced = {**base, **({"type": ["object", "string", "null"]} if typed else {}),
+              **_applicator([{**b, "propertyNames": {}} for b in branches], op)}
+    got, want = compiled(schema, max_depth=1), compiled(forced, max_depth=1)
+    assert pynini.equivalent(got, want), (schema, got.num_states(), want.num_states())
+
+
+def test_too_many_value_classes_fall_back_to_the_boolean_operations(monkeypatch):
+    """Past objects.MAX_SPLITS classes for one key, the object takes the Boolean operations
+    (same language): counted by the fallback being taken, compared with the forced form."""
+    from tokfst_cli.schema import objects
+
+    taken = []
+    split = objects._split
+
+    def counting(*args):
+        try:
+            return split(*args)
+        except objects.ManyClasses:
+            taken.append(1)
+            raise
+
+    monkeypatch.setattr(objects, "MAX_SPLITS", 4)
+    monkeypatch.setattr(objects, "_split", counting)
+    tags = [{"properties": {"k": {"const": i}, "v": {"type": "integer" if i % 2 else "string"}}, "required": ["k"]}
+            for i in range(5)]
+    got = compiled({"oneOf": tags}, max_depth=1)
+    want = compiled({"oneOf": [{**t, "propertyNames": {}} for t in tags]}, max_depth=1)
+    assert taken and pynini.equivalent(got, want)

@@ -71,33 +71,47 @@ class Algebra:
 
 
 def apply(c, node: dict, lang: Lang, depth: int, pos: Position, handled: set[tuple[int, str]] = frozenset()) -> Lang:
-    """``lang`` restricted by the applicators of ``node`` (but those ``handled`` on words, :mod:`.presence`)."""
+    """``lang`` restricted by the applicators of ``node``. Those ``handled`` were decided for
+    objects on the member words (:mod:`.presence`): here they act on the other types only."""
+    def run(keyword: str, op) -> None:
+        nonlocal lang
+        if (id(node), keyword) not in handled:
+            lang = op(lang, lambda s: c.lang(c.flatten([s]), depth, pos))
+        elif set(lang) - {"object"}:
+            rest = op({t: f for t, f in lang.items() if t != "object"},
+                      lambda s: c.lang(c.flatten([s]), depth, pos, objects=False))
+            lang = {t: f for t, f in ({**rest, "object": lang.get("object")}).items() if f is not None}
+
     alg = Algebra(c, depth, pos)
-
-    def branch(schema) -> Lang:
-        return c.lang(c.flatten([schema]), depth, pos)
-
-    if "anyOf" in node and (id(node), "anyOf") not in handled:
-        lang = alg.meet(lang, alg.join([branch(s) for s in node["anyOf"]], "anyOf"), "anyOf")
-    if "oneOf" in node and (id(node), "oneOf") not in handled:
-        one: Lang = {}
-        more: Lang = {}
-        for s in node["oneOf"]:
-            b = alg.meet(lang, branch(s), "oneOf")
-            more = alg.join([more, alg.meet(one, b, "oneOf")], "oneOf")
-            one = alg.join([alg.minus(one, b, "oneOf"), alg.minus(alg.minus(b, one, "oneOf"), more, "oneOf")], "oneOf")
-        lang = one
-    if "not" in node and (id(node), "not") not in handled:
-        lang = alg.minus(lang, branch(node["not"]), "not")
+    if "anyOf" in node:
+        run("anyOf", lambda lang, branch: alg.meet(lang, alg.join([branch(s) for s in node["anyOf"]], "anyOf"), "anyOf"))
+    if "oneOf" in node:
+        run("oneOf", lambda lang, branch: _one_of(alg, lang, [branch(s) for s in node["oneOf"]]))
+    if "not" in node:
+        run("not", lambda lang, branch: alg.minus(lang, branch(node["not"]), "not"))
     if "if" in node and ("then" in node or "else" in node):
-        lang = _if(alg, lang, branch(node["if"]), branch(node["then"]) if "then" in node else None,
-                   branch(node["else"]) if "else" in node else None)
-    for keyword in ("dependentSchemas", "dependencies"):
+        run("if", lambda lang, branch: _if(alg, lang, branch(node["if"]),
+                                           branch(node["then"]) if "then" in node else None,
+                                           branch(node["else"]) if "else" in node else None))
+    for keyword in ("dependentSchemas", "dependencies"):  # objects only
+        if (id(node), keyword) in handled:
+            continue
         for name, sub in (node.get(keyword) or {}).items():
             if isinstance(sub, (dict, bool)) and "object" in lang:
                 has = c.synthesized.setdefault(name, {"type": "object", "required": [name]})
-                lang = _if(alg, lang, c.lang((has,), depth, pos), branch(sub), None)
+                lang = _if(alg, lang, c.lang((has,), depth, pos), c.lang(c.flatten([sub]), depth, pos), None)
     return lang
+
+
+def _one_of(alg: Algebra, lang: Lang, branches: list[Lang]) -> Lang:
+    """Valid under exactly one branch: "exactly one so far" and "two or more so far", branch by branch."""
+    one: Lang = {}
+    more: Lang = {}
+    for branch in branches:
+        b = alg.meet(lang, branch, "oneOf")
+        more = alg.join([more, alg.meet(one, b, "oneOf")], "oneOf")
+        one = alg.join([alg.minus(one, b, "oneOf"), alg.minus(alg.minus(b, one, "oneOf"), more, "oneOf")], "oneOf")
+    return one
 
 
 def _if(alg: Algebra, lang: Lang, cond: Lang, then: Lang | None, otherwise: Lang | None) -> Lang:

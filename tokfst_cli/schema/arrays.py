@@ -31,8 +31,9 @@ def _bound(c, conj, key: str, pick) -> int | None:
     return c.count(key, pick(values), pick is min) if values else None
 
 
-def _texts(f: pynini.Fst, limit: int) -> list[str] | None:
+def _texts(c, f: pynini.Fst, limit: int) -> list[str] | None:
     """The texts of a finite language with at most ``limit`` of them, else None."""
+    f = c.budget.expand(f)
     if f.properties(pynini.ACYCLIC, True) != pynini.ACYCLIC:
         return None
     zero = pynini.Weight.zero(f.weight_type())
@@ -134,7 +135,7 @@ def _unique(c, items: list[pynini.Fst | None], lo: int, hi: int | None, pos: Pos
     for item in items:
         labels = []
         if item is not None:
-            texts = _texts(item, MAX_UNIQUE_VALUES)
+            texts = _texts(c, item, MAX_UNIQUE_VALUES)
             if texts is None:
                 c.refuse("uniqueItems", f"uniqueItems over items with more than {MAX_UNIQUE_VALUES} values")
                 return _spell(c, _words(c, _plain(items, members, symbols), lo, hi, [], []), members)

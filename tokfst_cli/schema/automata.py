@@ -5,6 +5,16 @@ None for the empty language. A JSON value's language is kept split by JSON type
 (:data:`TYPES`): the six parts start with different bytes, so union, intersection and
 difference work part by part, and ``type`` just selects parts (seed 004 Sec. 5.1: the
 JSON texts a schema allows form a regular language once nesting is bounded).
+
+The body of an unconstrained string (every spelled string, without its quotes) is one arc
+labelled :data:`BODY` while languages are put together, and so is the body of the keys an
+object does not name (:meth:`Budget.placeholder`): placeholders, as the nonterminals of an
+RTN, that keep the many byte arcs of string loops and key tries (a hundred-odd a state) out
+of every determinization and minimization. Union, concatenation, closure, determinization
+and minimization commute with substituting the bodies for the labels; intersection and
+difference do not, so :class:`Budget` expands both operands first (:meth:`Budget.expand`),
+as does the compiler before it hands the automaton out (then determinized: a key body
+overlaps the named keys).
 """
 
 from __future__ import annotations
@@ -21,8 +31,18 @@ from ..progress import report
 from ..regex import compile_regex
 
 TYPES = ("null", "boolean", "number", "string", "array", "object")
+KEYWORDS = {  # the keywords that constrain values of each type
+    "null": frozenset(), "boolean": frozenset(),
+    "number": frozenset("minimum maximum exclusiveMinimum exclusiveMaximum multipleOf".split()),
+    "string": frozenset("minLength maxLength pattern format".split()),
+    "array": frozenset("items prefixItems additionalItems minItems maxItems uniqueItems contains".split()),
+    "object": frozenset(("properties required additionalProperties patternProperties propertyNames minProperties "
+                         "maxProperties dependentRequired dependencies").split()),
+}
 Lang = dict[str, pynini.Fst]  # JSON type -> its texts (a missing type: none)
 _DFA = pynini.I_DETERMINISTIC | pynini.NO_EPSILONS
+BODY = 990  # placeholder label: the spelled body of any string (above the bytes, below .sequences' labels)
+PLACEHOLDERS = 1 << 24  # the labels of other bodies (Budget.placeholder), above .sequences' symbols
 
 
 def lit(text: str | bytes) -> pynini.Fst:
@@ -43,6 +63,27 @@ def is_empty(f: pynini.Fst | None) -> bool:
     return f is None or f.start() == pynini.NO_STATE_ID or f.num_states() == 0
 
 
+def body(label: int = BODY) -> pynini.Fst:
+    """An acceptor of one placeholder arc (default: the body of any string, quotes excluded)."""
+    f = pynini.Fst()
+    f.add_states(2)
+    f.set_start(0)
+    f.set_final(1)
+    f.add_arc(0, pynini.Arc(label, label, pynini.Weight.one(f.weight_type()), 1))
+    return f
+
+
+def deterministic(f: pynini.Fst, budget: "Budget", what: str) -> pynini.Fst:
+    """``f`` (epsilon-free) if deterministic, else its determinization under ``budget``."""
+    if f.properties(pynini.I_DETERMINISTIC, True) == pynini.I_DETERMINISTIC:
+        return f
+    budget.check(f.num_states(), what)
+    f = pynini.determinize(f, nstate=budget.max_states + 1)
+    if f.num_states() > budget.max_states:
+        raise LimitError(what, "max_states", budget.max_states, remedy="simplify")
+    return f
+
+
 class Budget:
     """Determinize and minimize under ``max_states``; a LimitError names what was being built.
 
@@ -52,6 +93,21 @@ class Budget:
 
     def __init__(self, max_states: int):
         self.max_states = max_states
+        self.bodies: dict[int, pynini.Fst] = {}  # placeholder label -> what it stands for
+
+    def placeholder(self, f: pynini.Fst) -> pynini.Fst:
+        """One arc standing for ``f`` (an automaton without placeholders) until :meth:`expand`."""
+        label = PLACEHOLDERS + len(self.bodies)
+        self.bodies[label] = f
+        return body(label)
+
+    def expand(self, f: pynini.Fst) -> pynini.Fst:
+        """``f`` with each placeholder arc replaced by what it stands for (epsilon-free, not always
+        deterministic)."""
+        from .strings import any_body  # strings builds on this module
+
+        pairs = [(BODY - 1, f), (BODY, any_body()), *self.bodies.items()]
+        return pynini.replace(pairs, epsilon_on_replace=True).rmepsilon()
 
     def check(self, states: int, what: str) -> None:
         if states > self.max_states:
@@ -63,16 +119,12 @@ class Budget:
             return None
         self.check(f.num_states(), what)
         if f.properties(_DFA, False) != _DFA:  # known properties first: testing reads every arc
-            f = f.rmepsilon()
-            if f.properties(pynini.I_DETERMINISTIC, True) != pynini.I_DETERMINISTIC:
-                f = pynini.determinize(f, nstate=self.max_states + 1)
-                if f.num_states() > self.max_states:
-                    raise LimitError(what, "max_states", self.max_states, remedy="simplify")
+            f = deterministic(f.rmepsilon(), self, what)
         f.connect()
         if f.num_states() == 0:
             return None
         report(f.num_states())
-        return f.minimize()
+        return f.arcsort("ilabel").minimize()  # unsorted, OpenFst's minimize can leave equivalent states apart
 
     def union(self, parts: Iterable[pynini.Fst | None], what: str) -> pynini.Fst | None:
         ps = [p for p in parts if not is_empty(p)]
@@ -85,7 +137,7 @@ class Budget:
     def intersect(self, a: pynini.Fst | None, b: pynini.Fst | None, what: str) -> pynini.Fst | None:
         if is_empty(a) or is_empty(b):
             return None
-        f = pynini.intersect(a.copy().arcsort("olabel"), b.copy().arcsort("ilabel"))
+        f = pynini.intersect(self.expand(a).arcsort("olabel"), self.expand(b).arcsort("ilabel"))
         return self.dfa(f, what)
 
     def difference(self, a: pynini.Fst | None, b: pynini.Fst | None, what: str) -> pynini.Fst | None:
@@ -93,7 +145,8 @@ class Budget:
             return None
         if is_empty(b):
             return a
-        f = pynini.difference(a.copy().arcsort("olabel"), b.copy().arcsort("ilabel"))
+        f = pynini.difference(self.expand(a).arcsort("olabel"),
+                              deterministic(self.expand(b), self, what).arcsort("ilabel"))
         return self.dfa(f, what)
 
     def concat(self, parts: Iterable[pynini.Fst | None], what: str) -> pynini.Fst | None:

@@ -6,8 +6,8 @@ concatenation, closure, intersection and difference, split by JSON type
 one conjunction, compiled together (the values of one property meet as one conjunction
 too); ``anyOf``, ``oneOf``, ``not``, ``if``/``then``/``else`` and ``dependentSchemas`` are
 Boolean operations (:mod:`.applicators`; a part no keyword constrains is built only if one
-of them needs it), or, over subschemas that only say which properties an object has,
-constraints on its members (:mod:`.presence`). Scalars: :mod:`.numbers`, :mod:`.strings`,
+of them needs it), or, for objects and over member-wise subschemas (properties, required,
+...), constraints on the words of members (:mod:`.presence`). Scalars: :mod:`.numbers`, :mod:`.strings`,
 :mod:`.formats`, :mod:`.values`; containers: :mod:`.objects`, :mod:`.arrays`.
 
 Each conjunction is compiled once per (depth left, position): a ``$ref`` or ``$defs``
@@ -33,8 +33,10 @@ from ..regex import ByteAutomaton
 from ..symbols import byte_table
 from . import applicators, arrays, formats, numbers, objects, presence, strings, values
 from .applicators import TOP, Algebra
-from .automata import TYPES, WHITESPACE, Budget, Lang, Policy, lang_fst, lit, regex
+from .automata import KEYWORDS as _KEYWORDS, TYPES, WHITESPACE, Budget, Lang, Policy, lang_fst, lit, regex
+from .automata import body as body_placeholder
 from .context import Position, Positions
+from .objects import ManyClasses
 from .ecma import search_regex
 from .refs import ACTIVE, ANNOTATIONS, REFUSED, SUPPORTED, Document, Schema
 
@@ -42,14 +44,6 @@ MAX_DEPTH = 3
 MAX_STATES = 1_000_000
 LENIENT_COUNT = 64  # leniently, larger minLength/maxLength/minItems/... are relaxed
 _TYPE_NAMES = frozenset(TYPES) | {"integer"}
-_KEYWORDS = {  # the keywords that constrain values of each type
-    "null": frozenset(), "boolean": frozenset(),
-    "number": frozenset("minimum maximum exclusiveMinimum exclusiveMaximum multipleOf".split()),
-    "string": frozenset("minLength maxLength pattern format".split()),
-    "array": frozenset("items prefixItems additionalItems minItems maxItems uniqueItems contains".split()),
-    "object": frozenset(("properties required additionalProperties patternProperties propertyNames minProperties "
-                         "maxProperties dependentRequired dependencies").split()),
-}
 
 
 _APPLICATORS = frozenset(("anyOf", "oneOf", "not", "if", "dependentSchemas", "dependencies"))
@@ -92,6 +86,7 @@ class Compiler:
         self.checked: set[int] = set()
         self.cache: dict[tuple, pynini.Fst | None] = {}
         self.synthesized: dict[str, dict] = {}  # "has property k" schemas made here (their ids are memo keys)
+        self.has_keys: dict[str, dict] = {}  # the same, member-wise (no type), for .presence
         self.string_only = {"type": "string"}
 
     # ---- keywords --------------------------------------------------------------------------------
@@ -151,14 +146,15 @@ class Compiler:
         return tuple(out[k] for k in sorted(out))
 
     # ---- languages -------------------------------------------------------------------------------
-    def lang(self, conj: tuple[dict, ...] | None, depth: int, pos: Position) -> Lang:
-        """The texts valid under every schema of ``conj``, nested at most ``depth`` deep, at ``pos``."""
+    def lang(self, conj: tuple[dict, ...] | None, depth: int, pos: Position, objects: bool = True) -> Lang:
+        """The texts valid under every schema of ``conj``, nested at most ``depth`` deep, at ``pos``
+        (without the objects unless ``objects``)."""
         if conj is None:
             return {}
-        key = (tuple(id(n) for n in conj), depth, pos.key)
+        key = (tuple(id(n) for n in conj), depth, pos.key) + (() if objects else ("no objects",))
         if key in self.memo:
             return self.memo[key]
-        if not conj and not pos.nodes:  # a free value: the same for every schema
+        if not conj and not pos.nodes and objects:  # a free value: the same for every schema
             free = (self.policy.name, depth, self.any_order, self.budget.max_states)
             if free not in _FREE:
                 _FREE[free] = self._lang(conj, depth, pos)
@@ -169,7 +165,7 @@ class Compiler:
                              "applicators)", "make the recursion go through properties or items", hint="schema-cycle")
         self.active.add(key)
         try:
-            self.memo[key] = result = self._lang(conj, depth, pos)
+            self.memo[key] = result = self._lang(conj, depth, pos, objects)
         finally:
             self.active.discard(key)
         return result
@@ -191,6 +187,10 @@ class Compiler:
         if key not in self.cache:
             self.cache[key] = self._part(kind, (), depth, pos, False)
         return self.cache[key]
+
+    def has_key(self, name: str) -> dict:
+        """The member-wise schema "has property ``name``" (one object per name: ids are keys)."""
+        return self.has_keys.setdefault(name, {"required": [name]})
 
     def string_texts(self, seeds) -> pynini.Fst | None:
         """The string texts valid under all of ``seeds`` (for ``propertyNames``; the empty automaton if none)."""
@@ -220,8 +220,8 @@ class Compiler:
         self.warn(f"relaxed: {keyword} {value} (lenient: counts above {LENIENT_COUNT} are not enforced)")
         return None if upper else LENIENT_COUNT
 
-    def _lang(self, conj: tuple[dict, ...], depth: int, pos: Position) -> Lang:
-        kinds, integer = set(TYPES), False
+    def _lang(self, conj: tuple[dict, ...], depth: int, pos: Position, objects: bool = True) -> Lang:
+        kinds, integer = set(TYPES) if objects else set(TYPES) - {"object"}, False
         for node in conj:
             if "type" in node:
                 named = {node["type"]} if isinstance(node["type"], str) else set(node["type"])
@@ -231,9 +231,7 @@ class Compiler:
                 kinds &= {"number" if t == "integer" else t for t in named}
         constants = [v for node in conj for v in ([[node["const"]]] if "const" in node else [])
                      + ([node["enum"]] if "enum" in node else [])]
-        formulas, handled = presence.split(self, conj)
-        if formulas and not presence.others_survive(formulas):
-            kinds &= {"object"}
+        formulas, handled = presence.split(self, conj) if "object" in kinds else ([], set())
         alg = Algebra(self, depth, pos)
         if constants:  # the values, checked against the keywords of their types only
             lang = {t: f for t, f in values.language(self, constants[0], depth, pos).items() if t in kinds}
@@ -242,9 +240,15 @@ class Compiler:
         else:
             lang = {k: TOP for k in kinds}
         for kind in list(lang):
-            if (any(_KEYWORDS[kind] & node.keys() for node in conj) or (kind == "number" and integer)
-                    or (kind == "object" and formulas)):
-                part = self._part(kind, conj, depth, pos, integer, formulas)
+            shaped = any(_KEYWORDS[kind] & node.keys() for node in conj) or (kind == "number" and integer)
+            if shaped or (kind == "object" and formulas):
+                try:
+                    part = self._part(kind, conj, depth, pos, integer, formulas)
+                except ManyClasses:  # the Boolean operations on automata instead of the words
+                    formulas, handled = [], set()
+                    if not shaped:
+                        continue
+                    part = self._part(kind, conj, depth, pos, integer)
                 lang = alg.meet(lang, {kind: part, **{t: TOP for t in lang if t != kind}}, kind)
         if not any(_APPLICATORS & node.keys() for node in conj):
             lang = alg.concrete(lang)  # nothing will narrow it: build the free parts now
@@ -315,7 +319,7 @@ class Compiler:
             parts = [strings.spelled_length(self.budget, lo, hi)] if lo or hi is not None else []
             parts += [strings.spelled(self.budget, self.pattern(p)) for p in patterns]
             parts += [strings.spelled(self.budget, formats.language(f, self.budget)) for f in kinds]
-            body = parts[0] if parts else strings.spelled(self.budget, strings.any_string())
+            body = parts[0] if parts else body_placeholder()
             for p in parts[1:]:
                 body = self.budget.intersect(body, p, "the constraints on a string")
             self.cache[key] = None if body is None else strings.quoted(body)
@@ -371,8 +375,7 @@ def compile_schema(schema: Schema, *, whitespace: str = "compact", max_depth: in
     start = time.perf_counter()
     c = Compiler(schema, whitespace, max_depth, lenient, any_order, max_states)
     value = c.value([schema], max_depth, c.positions.root())
-    fst = None if value is None else value.copy() if whitespace != "flexible" else c.budget.dfa(
-        c.policy.top(value), "the schema's automaton")
+    fst = None if value is None else c.budget.dfa(c.budget.expand(c.policy.top(value)), "the schema's automaton")
     if fst is None:
         raise EmptyLanguageError("no JSON text is valid under the schema", "check the schema, or raise max_depth")
     table = byte_table()

@@ -9,8 +9,9 @@ classes. A member is ``"key"``, the colon and the value's language; the value's 
 are every ``properties[key]`` and matching ``patternProperties`` of the conjunction, or its
 ``additionalProperties``.
 
-``minProperties``/``maxProperties``/``dependentRequired`` and presence-only applicators are
-constraints on the words (:mod:`.presence`); ``propertyNames`` restricts each key. Other keys may repeat (``{"x":1,"x":2}``
+``minProperties``/``maxProperties``/``dependentRequired`` and member-wise applicators are
+constraints on the words (:mod:`.presence`; a key's symbol is split by the applicators' value
+tests, one symbol per class of values); ``propertyNames`` restricts each key. Other keys may repeat (``{"x":1,"x":2}``
 when x is not named): telling every key apart needs one state per set of keys, which no
 finite automaton has for unbounded keys. With ``any_order`` the named keys may come in any
 order, interleaved with the others: one state per set of named keys written, estimated
@@ -23,7 +24,7 @@ import pynini
 
 from ..errors import LimitError
 from . import presence, sequences as seq, strings
-from .automata import lit
+from .automata import body, lit
 from .context import Position, class_schemas, value_schemas
 
 MAX_PATTERN_CLASSES = 64
@@ -31,6 +32,8 @@ MAX_PATTERN_CLASSES = 64
 
 def key_classes(c, pos: Position) -> list[tuple[frozenset[str], pynini.Fst]]:
     """(matched patterns, texts of the keys in that class) for the keys outside ``pos.names``."""
+    if "classes" not in pos.cache and not pos.names and not pos.patterns:
+        pos.cache["classes"] = [(frozenset(), strings.quoted(body()))]  # any key: a placeholder body
     if "classes" not in pos.cache:
         names = [lit(k) for k in pos.names]
         rest = c.budget.difference(strings.any_string(), c.budget.union(names, "the named keys"), "other keys")
@@ -49,61 +52,113 @@ def key_classes(c, pos: Position) -> list[tuple[frozenset[str], pynini.Fst]]:
                                               f"{MAX_PATTERN_CLASSES} classes (by the patterns they match)")
                 classes = [(frozenset(), rest)] if rest is not None else []
                 break
-        pos.cache["classes"] = [(m, strings.text(c.budget, keys)) for m, keys in classes]
+        pos.cache["classes"] = [(m, strings.quoted(c.budget.placeholder(strings.spelled(c.budget, keys))))
+                                for m, keys in classes]  # each key body one arc (automata.py)
     return pos.cache["classes"]
+
+
+MAX_SPLITS = 64  # value classes of one key (Boolean combinations of the subschemas' value tests)
+
+
+class ManyClasses(Exception):
+    """A key's values would split into more than :data:`MAX_SPLITS` classes: the caller takes the
+    Boolean operations on automata instead (:meth:`.compile.Compiler._lang`)."""
+
+
+def _split(c, what: str, value: pynini.Fst, tests: list[pynini.Fst | None | bool]) -> list[tuple[frozenset[int], pynini.Fst]]:
+    """``value`` cut by each test (True: every value passes; None: none does) into the nonempty
+    classes, each with the tests it passes."""
+    classes = [(frozenset(i for i, t in enumerate(tests) if t is True), value)]
+    done: dict[int, list[int]] = {}  # a test met before (the same automaton): its indices
+    for i, t in enumerate(tests):
+        if t is True or t is None:
+            continue
+        if id(t) in done:
+            done[id(t)].append(i)
+            classes = [(m | {i}, f) if done[id(t)][0] in m else (m, f) for m, f in classes]
+            continue
+        done[id(t)] = [i]
+        if 2 * len(classes) > MAX_SPLITS:
+            raise ManyClasses(what)
+        split = []
+        for passed, f in classes:
+            inside = c.budget.intersect(f, t, what)
+            outside = c.budget.difference(f, t, what)
+            split += [(passed | {i}, inside)] if inside is not None else []
+            split += [(passed, outside)] if outside is not None else []
+        classes = split
+    return classes
 
 
 def object_part(c, conj: tuple[dict, ...], depth: int, pos: Position,
                 formulas: list[presence.Formula] = ()) -> pynini.Fst | None:
     """The object texts of the conjunction ``conj`` at ``pos`` (``depth``: what its values have left),
-    with the presence-only applicators ``formulas`` (:func:`.presence.split`)."""
+    with the member-wise applicators ``formulas`` (:func:`.presence.split`)."""
     budget = c.budget
     required = {k for x in conj for k in x.get("required", ()) if isinstance(k, str)}
     names_pn = [x["propertyNames"] for x in conj if "propertyNames" in x]
     key_filter = c.string_texts(names_pn) if names_pn else None
+    branches = presence.branches(formulas)
     members: dict[int, pynini.Fst] = {}
-    chain = pynini.accep("")
-    present: dict[str, int] = {}
-    for i, name in enumerate(pos.names):
+    allowed: dict[tuple[int, ...], list[int]] = {tuple(id(n) for n in b): [] for b in branches}
+
+    def symbols(key: pynini.Fst, seeds, child: Position, what: str) -> list[int]:
+        """The member symbols of one key (or key class): its value split by the branches' tests."""
+        value = c.value(seeds(conj), depth, child)
+        if value is None:
+            return []
+        tests = []
+        for b in branches:
+            own = seeds(b)
+            tests.append(True if c.flatten(own) == () else c.value(own, depth, child))
+        labels = []
+        for passed, part in _split(c, what, value, tests):
+            symbol = len(members)
+            members[symbol] = pynini.concat(pynini.concat(key, c.policy.colon), part)
+            labels.append(seq.label(symbol))
+            for i in passed:
+                allowed[tuple(id(n) for n in branches[i])].append(labels[-1])
+        return labels
+
+    present: dict[str, list[int]] = {}
+    for name in pos.names:
         key = lit(strings.quote(name))
         if key_filter is not None and budget.intersect(key, key_filter, "propertyNames") is None:
-            value = None
+            labels = []
         else:
-            value = c.value([s for x in conj for s in value_schemas(x, name)], depth, pos.child_key(name))
-        if value is None:
+            labels = symbols(key, lambda x: [s for n in x for s in value_schemas(n, name)], pos.child_key(name),
+                             f"property {name!r}")
+        if not labels:
             if name in required:
                 return None
             continue
-        members[i] = pynini.concat(pynini.concat(key, c.policy.colon), value)
-        present[name] = seq.label(i)
-    others = []
-    for j, (matched, keys) in enumerate(key_classes(c, pos)):
+        present[name] = labels
+    others: list[int] = []
+    for matched, keys in key_classes(c, pos):
         keys = keys if key_filter is None else budget.intersect(keys, key_filter, "propertyNames")
-        value = None if keys is None else c.value([s for x in conj for s in class_schemas(x, matched)],
-                                                  depth, pos.child_class(matched))
-        if value is not None:
-            symbol = len(pos.names) + j
-            members[symbol] = pynini.concat(pynini.concat(keys, c.policy.colon), value)
-            others.append(seq.label(symbol))
-    named = list(present.values())
+        if keys is not None:
+            others += symbols(keys, lambda x, m=matched: [s for n in x for s in class_schemas(n, m)],
+                              pos.child_class(matched), "other properties")
+    named = [x for ls in present.values() for x in ls]
     if c.any_order:
         optional = sum(1 for n in present if n not in required)
         if 2 ** optional > budget.max_states:
-            raise LimitError(f"the orders of {len(named)} properties (any_order)", "max_states", budget.max_states,
+            raise LimitError(f"the orders of {len(present)} properties (any_order)", "max_states", budget.max_states,
                              2 ** optional, remedy="simplify", at_least=True)
         words = seq.star(named + others)
-        for name, lab in present.items():
-            rest = [x for x in named + others if x != lab]
-            words = seq.both(words, seq.at_most_once([lab], rest, exactly=name in required))
+        for name, labels in present.items():
+            rest = [x for x in named + others if x not in labels]
+            words = seq.both(words, seq.at_most_once(labels, rest, exactly=name in required))
     else:
-        for name, lab in present.items():
-            sym = seq.symbols([lab])
+        chain = pynini.accep("")
+        for name, labels in present.items():
+            sym = seq.symbols(labels)
             chain.concat(sym if name in required else seq.optional(sym))
         words = pynini.concat(chain, seq.star(others))
     alphabet = named + others
-    words = seq.both(words, presence.node_words(c, conj, present, alphabet, required=False))
+    words = presence.node_words(c, conj, present, alphabet, words, required=False)
     if formulas:
-        words = seq.both(words, presence.formula_words(c, formulas, present, alphabet))
+        words = presence.formula_words(c, formulas, present, alphabet, allowed, words)
     spelled = seq.separated(budget, words, "the members of an object")
     if spelled is None:
         return None

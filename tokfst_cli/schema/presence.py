@@ -1,12 +1,20 @@
-"""Which properties an object has: required, counts and dependencies as constraints on words (seed 004 Sec. 5.1).
+"""Which members an object has: presence and member-wise subschemas as constraints on words (seed 004 Sec. 5.1).
 
 ``required``, ``minProperties``, ``maxProperties`` and ``dependentRequired`` only look at
 which keys are present, so on the word of member symbols (:mod:`.sequences`) they are
-small automata: "contains k", "between m and n symbols", "no a without b". So are
-``anyOf``/``oneOf``/``not`` over subschemas made of them alone, the common "one of these
-properties is required": they are decided on the words too (:func:`split`), instead of as
-Boolean operations on whole object automata, and a value that is not an object satisfies
-each such subschema.
+small automata: "contains k", "between m and n symbols", "no a without b". A subschema that
+asks of objects only those and ``properties``, ``patternProperties``, ``additionalProperties``
+is *member-wise*: an object satisfies it iff each member's value does (the value schemas its
+key gets there) and the presence keywords hold (a ``type`` without object, or constants that
+are not objects, fail every object; other types' keywords do not apply to objects). Over
+member-wise subschemas, ``oneOf``/``not``/``if``-``then``-``else``/``dependentSchemas`` (and
+``anyOf`` where the object is shaped by other keywords) are decided for objects on the words
+(:func:`split`): each member symbol is split by the value tests of those subschemas
+(:mod:`.objects`, one symbol per Boolean combination that has values), a subschema becomes the
+words over the symbols it allows, and the Boolean operations act on these small word
+automata instead of whole object automata; the other types take the Boolean operations
+(:mod:`.applicators`). With one object branch or none the operations on automata are cheaper
+and are kept.
 """
 
 from __future__ import annotations
@@ -14,45 +22,88 @@ from __future__ import annotations
 import pynini
 
 from . import sequences as seq
+from .automata import KEYWORDS as TYPE_KEYWORDS, TYPES
 from .refs import ACTIVE
 
 KEYWORDS = frozenset(("required", "minProperties", "maxProperties", "dependentRequired"))
-Formula = tuple[str, list[tuple[dict, ...]]]  # (anyOf | oneOf | not, the conjunction of each subschema)
+MEMBERS = KEYWORDS | {"properties", "patternProperties", "additionalProperties"}
+Conj = tuple[dict, ...]
+Formula = tuple[str, list[Conj]]  # (anyOf | oneOf | not | if, the conjunction of each subschema)
+# "if" has three: the condition, then, else (an absent one is (), every object)
 
 
-def _presence_only(c, schema) -> tuple[dict, ...] | None:
-    """The subschema's conjunction if it has presence keywords only (else None)."""
+NO_OBJECT: Conj = ({"minProperties": 1, "maxProperties": 0},)  # a subschema no object satisfies
+_OTHER_TYPES = frozenset().union(*(TYPE_KEYWORDS[t] for t in TYPES if t != "object"))
+
+
+def _member_wise(c, schema) -> Conj | None:
+    """What the subschema asks of objects, if member-wise (see the module docstring): its
+    conjunction, or :data:`NO_OBJECT` (``false``, a ``type`` without object, constants that are
+    not objects); None if it is not member-wise. Keywords of other types do not apply to objects."""
     conj = c.flatten([schema])
-    if conj is None or any(not KEYWORDS.issuperset(k for k in node if k in ACTIVE) for node in conj):
-        return None
-    return conj
-
-
-def split(c, conj: tuple[dict, ...]) -> tuple[list[Formula], set[tuple[int, str]]]:
-    """The applicators of ``conj`` over presence-only subschemas, and which (node, keyword) they are."""
-    formulas, handled = [], set()
+    if conj is None:
+        return NO_OBJECT
     for node in conj:
-        for keyword in ("anyOf", "oneOf", "not"):
-            if keyword not in node:
+        types = node.get("type")
+        if types is not None and "object" not in ({types} if isinstance(types, str) else set(types)):
+            return NO_OBJECT
+    for node in conj:
+        if "const" in node or "enum" in node:
+            constants = ([node["const"]] if "const" in node else []) + list(node.get("enum") or [])
+            return None if any(isinstance(v, dict) for v in constants) else NO_OBJECT
+    asked = {k for node in conj for k in node if k in ACTIVE} - {"type"} - _OTHER_TYPES
+    return conj if MEMBERS.issuperset(asked) else None
+
+
+def split(c, conj: Conj) -> tuple[list[Formula], set[tuple[int, str]]]:
+    """The applicators of ``conj`` over member-wise subschemas, and which (node, keyword) they are."""
+    formulas, handled = [], set()
+    shaped = any(TYPE_KEYWORDS["object"] & node.keys() for node in conj)  # else the objects are TOP
+
+    def take(node: dict, keyword: str, op: str, schemas: list) -> None:
+        branches = [_member_wise(c, s) if s is not None else () for s in schemas]
+        objects = sum(b is not NO_OBJECT for b in (branches[:1] if op in ("if", "not") else branches))
+        if all(b is not None for b in branches) and objects >= (1 if op in ("if", "not") else 2):
+            # (with one object branch or none, the Boolean operations on automata cost less)
+            formulas.append((op, branches))
+            handled.add((id(node), keyword))
+
+    for node in conj:
+        for keyword in ("anyOf", "oneOf", "not") if shaped else ("oneOf", "not"):  # anyOf of TOP: a union
+            if keyword in node:
+                take(node, keyword, keyword, node[keyword] if keyword != "not" else [node["not"]])
+        if "if" in node and ("then" in node or "else" in node):
+            take(node, "if", "if", [node["if"], node.get("then"), node.get("else")])
+        for keyword in ("dependentSchemas", "dependencies"):
+            deps = node.get(keyword)
+            if not isinstance(deps, dict) or not any(isinstance(v, (dict, bool)) for v in deps.values()):
                 continue
-            branches = [_presence_only(c, s) for s in (node[keyword] if keyword != "not" else [node["not"]])]
-            if all(b is not None for b in branches):
-                formulas.append((keyword, branches))
+            subs = [(k, v) for k, v in deps.items() if isinstance(v, (dict, bool))]
+            if all(_member_wise(c, v) is not None for _, v in subs):  # k -> S: if "has k" then S
+                for k, v in subs:
+                    formulas.append(("if", [(c.has_key(k),), _member_wise(c, v), ()]))
                 handled.add((id(node), keyword))
     return formulas, handled
 
 
-def others_survive(formulas: list[Formula]) -> bool:
-    """Do values that are not objects pass? (They satisfy every presence-only subschema.)"""
-    return all(op == "anyOf" or (op == "oneOf" and len(branches) == 1) for op, branches in formulas)
+def branches(formulas: list[Formula]) -> list[Conj]:
+    """The distinct subschemas of ``formulas``, in order of first use."""
+    out: dict[tuple[int, ...], Conj] = {}
+    for _, bs in formulas:
+        for b in bs:
+            out.setdefault(tuple(id(n) for n in b), b)
+    return list(out.values())
 
 
-def node_words(c, nodes, present: dict[str, int], alphabet: list[int], required: bool = True) -> pynini.Fst:
-    """The words satisfying the presence keywords of ``nodes`` (``required`` too unless told not to)."""
-    words = seq.star(alphabet)
+def node_words(c, nodes, present: dict[str, list[int]], alphabet: list[int], words: pynini.Fst,
+               required: bool = True) -> pynini.Fst:
+    """The ``words`` satisfying the presence keywords of ``nodes`` (``required`` too unless told
+    not to). Start from the ordered words of the object: "contains k" for n keys over all words
+    has 2^n states, over the ordered ones a few."""
+    words = _dfa(words)
     if required:
         for name in {k for x in nodes for k in x.get("required", ()) if isinstance(k, str)}:
-            if name not in present:
+            if not present.get(name):
                 return pynini.Fst()
             words = seq.both(words, _contains(present[name], alphabet))
     lo = max([int(x["minProperties"]) for x in nodes if "minProperties" in x], default=0)
@@ -63,10 +114,10 @@ def node_words(c, nodes, present: dict[str, int], alphabet: list[int], required:
             return pynini.Fst()
         words = seq.both(words, seq.count(alphabet, lo or 0, hi))
     for a, needs in _dependencies(nodes):
-        if a not in present:
+        if not present.get(a):
             continue
-        without_a = seq.star([x for x in alphabet if x != present[a]])
-        if any(b not in present for b in needs):  # a cannot appear
+        without_a = seq.star([x for x in alphabet if x not in present[a]])
+        if any(not present.get(b) for b in needs):  # a cannot appear
             words = seq.both(words, without_a)
             continue
         for b in needs:
@@ -74,16 +125,25 @@ def node_words(c, nodes, present: dict[str, int], alphabet: list[int], required:
     return words
 
 
-def formula_words(c, formulas: list[Formula], present: dict[str, int], alphabet: list[int]) -> pynini.Fst:
-    """The words satisfying every formula (anyOf: some branch; oneOf: exactly one; not: none)."""
-    words = seq.star(alphabet)
-    for op, branches in formulas:
-        ws = [c.budget.dfa(node_words(c, b, present, alphabet), "the keys an object has") for b in branches]
-        ws = [w if w is not None else pynini.Fst() for w in ws]
+def formula_words(c, formulas: list[Formula], present: dict[str, list[int]], alphabet: list[int],
+                  allowed: dict[tuple[int, ...], list[int]], words: pynini.Fst) -> pynini.Fst:
+    """The ``words`` satisfying every formula (anyOf: some branch; oneOf: exactly one; not: none;
+    if: the condition and then, or not the condition and else); ``allowed``: per subschema (by
+    its nodes' ids), the symbols whose values it accepts. Each subschema's words are taken
+    within ``words`` (Boolean operations commute with that intersection)."""
+    words = _dfa(words)
+    for op, bs in formulas:
+        ws = []
+        for b in bs:
+            w = node_words(c, b, present, alphabet, seq.both(seq.star(allowed[tuple(id(n) for n in b)]), words.copy()))
+            ws.append(w if w.num_states() else pynini.Fst())
         if op == "anyOf":
-            words = seq.both(words, pynini.union(*ws))
+            words = _dfa(pynini.union(*ws))
         elif op == "not":
             words = seq.minus(words, ws[0])
+        elif op == "if":
+            cond, then, otherwise = ws
+            words = _dfa(pynini.union(seq.both(cond.copy(), then), seq.minus(otherwise, cond)))
         else:
             one, more = pynini.Fst(), pynini.Fst()
             for w in ws:
@@ -97,8 +157,8 @@ def _dfa(f: pynini.Fst) -> pynini.Fst:
     return pynini.determinize(f.rmepsilon()).minimize()
 
 
-def _contains(label: int, alphabet: list[int]) -> pynini.Fst:
-    return pynini.concat(pynini.concat(seq.star(alphabet), seq.symbols([label])), seq.star(alphabet))
+def _contains(labels: list[int], alphabet: list[int]) -> pynini.Fst:
+    return pynini.concat(pynini.concat(seq.star(alphabet), seq.symbols(labels)), seq.star(alphabet))
 
 
 def _dependencies(nodes) -> list[tuple[str, list[str]]]:

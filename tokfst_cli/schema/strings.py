@@ -112,6 +112,12 @@ def any_string() -> pynini.Fst:
     return pynini.determinize(any_character().copy().closure()).minimize()
 
 
+@lru_cache(maxsize=1)
+def any_body() -> pynini.Fst:
+    """The spellings of every string, without quotes (what :data:`.automata.BODY` stands for)."""
+    return spelled(Budget(1 << 20), any_string())
+
+
 def _spelled_character() -> str:
     """A regex for the canonical spelling of one character (literal or escape)."""
     escaped = "".join(f"\\x{b:02x}" for b in escapes())
