@@ -18,6 +18,8 @@ import os
 import re
 import tempfile
 import time
+from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,8 +53,24 @@ def cache_dir() -> Path:
 
 
 # ---- reading and writing entries -------------------------------------------------------------
+_BYPASSED: ContextVar[bool] = ContextVar("tokfst_cache_bypassed", default=False)
+
+
+@contextlib.contextmanager
+def bypassed(on: bool = True) -> Iterator[None]:
+    """Within it (when ``on``), no entry is read or written: every automaton is built afresh
+    (``--no-cache``, ``pipeline.build(cache=False)``)."""
+    token = _BYPASSED.set(_BYPASSED.get() or on)
+    try:
+        yield
+    finally:
+        _BYPASSED.reset(token)
+
+
 def load(path: Path) -> bytes | None:
-    """The content of a cache entry whose seal verifies; None when missing or damaged."""
+    """The content of a cache entry whose seal verifies; None when missing, damaged or bypassed."""
+    if _BYPASSED.get():
+        return None
     try:
         data = path.read_bytes()
     except OSError:
@@ -62,7 +80,10 @@ def load(path: Path) -> bytes | None:
 
 
 def store(path: Path, data: bytes) -> bool:
-    """Seal (unless sealed) and write an entry atomically; False when the cache is not writable."""
+    """Seal (unless sealed) and write an entry atomically; False when the cache is not writable
+    or bypassed."""
+    if _BYPASSED.get():
+        return False
     if unseal(data)[1] is not True:
         data = seal(data)
     try:

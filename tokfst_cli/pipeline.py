@@ -33,6 +33,7 @@ go through it. ``Result.decoder()`` gives the per-step object of :mod:`tokfst_cl
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -294,6 +295,19 @@ def check_options(model: TokenizerModel, canonical: bool, filters: Filters, prom
                          "drop one of them", hint="prompt-max-tokens")
 
 
+def _honours_cache(fn: Callable[..., Result]) -> Callable[..., Result]:
+    """``cache=False`` bypasses the disk cache for everything the call builds (lexicon, filters,
+    canonical artifacts), not only what takes the flag."""
+    @functools.wraps(fn)
+    def wrapper(*args: Any, cache: bool = True, **options: Any) -> Result:
+        from . import cache as cache_mod
+
+        with cache_mod.bypassed(not cache):
+            return fn(*args, cache=cache, **options)
+    return wrapper
+
+
+@_honours_cache
 def build(model: TokenizerModel, pattern: str, *, canonical: bool = False, method: str | None = None,
           limits: Limits = Limits(), artifact: str | None = None, factorized_ok: bool = True,
           lexicon: pynini.Fst | None = None, cache: bool = True, level: str = "pipeline",

@@ -244,10 +244,13 @@ def test_lexicon_cache_is_written_once_and_reused(promoted, tokenizer):
     assert promoted.warm_cache == promoted.cold_cache
 
 
-def test_no_cache_writes_no_cache_file(tmp_path, monkeypatch):
+@pytest.mark.parametrize("tok, extra", [("bert", ()), ("gpt2", ("--fuse-spaces", "--scripts", "Latin"))],
+                         ids=["lexicon", "filters"])
+def test_no_cache_writes_no_cache_file(tmp_path, monkeypatch, tok, extra):
+    """--no-cache: nothing read or written, the filters' automata included."""
     cache = tmp_path / "cache"
     monkeypatch.setenv("TOKFST_CACHE", str(cache))  # read when the cache is used, so in process too
-    r = run("promote", TOK_ARG["bert"], tmp_path / "x.fst", "-e", "ab+", "--no-cache")
+    r = run("promote", TOK_ARG[tok], tmp_path / "x.fst", "-e", "ab+", "--no-cache", *extra)
     assert r.rc == 0, r.err
     assert not cache.exists() or not list(cache.iterdir())
 

@@ -78,7 +78,7 @@ def promote_cmd(
                                              help="Read the regex from a file ('-' = stdin)."),
     fmt: Format = typer.Option(Format.fst, "--format", help="fst: an OpenFst vector acceptor; index: a JSON state -> allowed-tokens index."),
     max_states: int = MaxStates,
-    no_cache: bool = typer.Option(False, "--no-cache", help="Build the lexicon transducer afresh; do not cache."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Neither read nor write tokfst's disk cache (lexicon, filters, canonical artifacts): build everything afresh."),
     verbose: bool = typer.Option(False, "-v", "--verbose", help="Print sizes and timings on stderr."),
     canonical: bool = typer.Option(False, "--canonical",
                                    help="Only canonical token sequences: what HF's tokenizer produces for the text "
