@@ -238,11 +238,11 @@ def automata(model: TokenizerModel, pattern: str, limits: pipeline.Limits = pipe
     a = pipeline.accept(pattern, limits)
     canonical = pipeline.build(model, pattern, canonical=True, level="pipeline", limits=limits, automaton=a,
                                filters=filters)
-    agnostic = agnostic_preprocessed(model, a, limits, filters)
-    if filters.text_level():
+    if filters.text_level():  # once for the agnostic automaton and the samples (only text-level ones here)
         from .filters import apply_text
 
         a = ByteAutomaton(apply_text(model, a.fst, filters), a.pattern)
+    agnostic = agnostic_preprocessed(model, a, limits)
     return a, {"agnostic": agnostic, "canonical": canonical.fst if canonical.materialized else canonical.lazy}
 
 
