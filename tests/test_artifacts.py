@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokfst_cli.artifacts import fst_from_arrays, pack, unpack
+from tokfst_cli.artifacts import fst_arrays, fst_from_arrays, pack, unpack
 from tokfst_cli.errors import InputError
 
 from .runner import tool
@@ -35,6 +35,10 @@ def test_bulk_builder_equals_add_arc(n, arcs, data):
         ref.add_arc(s, pynini.Arc(label, label + 1, one, d))
     assert pynini.equal(bulk, ref)
     assert bulk.verify()
+    back = fst_arrays(ref.set_input_symbols(pynini.SymbolTable()))  # the bulk reader, symbols dropped on a copy
+    assert back.start == start and back.final.tolist() == finals.tolist()
+    assert list(zip(back.src.tolist(), back.ilabel.tolist(), back.olabel.tolist(), back.nextstate.tolist())) == [
+        (s, a.ilabel, a.olabel, a.nextstate) for s in ref.states() for a in ref.arcs(s)]
 
 
 def test_bulk_fst_is_read_by_openfst_tools(tmp_path):

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import pynini
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tokfst_cli.errors import EmptyLanguageError
-from tokfst_cli.promote import promote
+from tokfst_cli.promote import _with_terminals, promote, remove_trie_epsilons
 from tokfst_cli.regex import compile_regex
 
 from .conftest import real, words100
@@ -112,3 +114,45 @@ def test_result_is_minimal_without_minimize(tokenizer, tok):
         assert not plain.minimized
         forced = promote(model, automaton, lex, force_minimize=True)
         assert (plain.states, plain.arcs) == (forced.states, forced.arcs)
+
+
+PIECES = ["a", "b", "é", "中", ".", "[ab]", "[^a]", "ab", "(?:ab|c)", "[0-9]", '"[^"]*"', "[a-z]+", " ", "x{2,3}"]
+
+
+@st.composite
+def _patterns(draw, depth: int = 2) -> str:
+    if depth == 0 or draw(st.integers(0, 2)) == 0:
+        return draw(st.sampled_from(PIECES))
+    parts = draw(st.lists(_patterns(depth - 1), min_size=1, max_size=3))
+    joined = draw(st.sampled_from(["".join, "|".join]))(parts)
+    return f"(?:{joined}){draw(st.sampled_from(['', '*', '?', '+']))}"
+
+
+@pytest.mark.parametrize("tok", ["gpt2", "llama2"])
+@given(pattern=_patterns(), with_terminals=st.booleans(), block=st.sampled_from([1, 3, 1 << 14]))
+@settings(max_examples=25, deadline=None)
+def test_trie_epsilon_removal_is_openfsts(tokenizer, tok, pattern, with_terminals, block):
+    """promote's numpy epsilon removal of PROJ(A o T) gives OpenFst's rmepsilon, state for state
+    (isomorphic), with and without terminal labels and whatever the block of token states."""
+    model, lex = tokenizer(tok), tokenizer.lexicon(tok)
+    a = compile_regex(pattern).fst
+    if with_terminals:
+        a, lex, _ = _with_terminals(model, a, lex, True, True)
+    c = pynini.compose(a.copy().arcsort("olabel"), lex, connect=True).project("output")
+    ours, theirs = remove_trie_epsilons(c.copy(), block), c.copy().rmepsilon()
+    assert ours.properties(pynini.NO_EPSILONS, True) == pynini.NO_EPSILONS
+    assert pynini.isomorphic(ours.arcsort(), theirs.arcsort()), pattern
+
+
+def test_other_epsilon_shapes_go_to_openfst():
+    """An epsilon cycle and a final state reached by epsilons only are no trie walk: OpenFst's result."""
+    for arcs, final in (([(0, 0, 1), (1, 0, 0), (1, 5, 2)], 2), ([(0, 0, 1), (0, 3, 2), (2, 4, 0)], 1)):
+        f = pynini.Fst()
+        one = pynini.Weight.one(f.weight_type())
+        f.add_states(3)
+        f.set_start(0)
+        f.set_final(final)
+        for src, label, dst in arcs:
+            f.add_arc(src, pynini.Arc(label, label, one, dst))
+        ours = remove_trie_epsilons(f.copy())
+        assert pynini.equivalent(ours, f.copy().rmepsilon()) and ours.properties(pynini.NO_EPSILONS, True)

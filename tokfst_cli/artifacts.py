@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 import pynini
+import pywrapfst
 
 from .errors import InputError, TokfstError
 
@@ -439,25 +440,29 @@ def fst_from_arrays(num_states: int, start: int, finals: np.ndarray, src: np.nda
     """A standard-arc VectorFst built in bulk from arc arrays (unweighted).
 
     pynini has no bulk constructor and ``add_arc`` costs ~0.7 µs per arc from Python, so this
-    writes OpenFst's own binary vector format (FstHeader, then per state its final weight,
-    arc count and 16-byte arcs) with numpy and lets OpenFst read it. ``finals`` is a bool mask.
+    writes OpenFst's own binary vector format with numpy and lets OpenFst read it: the
+    FstHeader, then per state its final weight (f32), arc count (i64) and 16-byte arcs
+    (ilabel, olabel, weight 0.0 = one, nextstate). ``finals`` is a bool mask.
     """
-    order = np.argsort(src, kind="stable")
-    src, ilabel, olabel, dst = src[order], ilabel[order], olabel[order], dst[order]
+    src = np.asarray(src)
+    if len(src) > 1 and (src[1:] < src[:-1]).any():
+        order = np.argsort(src, kind="stable")
+        src, ilabel, olabel, dst = src[order], ilabel[order], olabel[order], dst[order]
     counts = np.bincount(src, minlength=num_states).astype(np.int64)
     header = struct.pack("<i", FST_MAGIC)
     for s in (b"vector", b"standard"):
         header += struct.pack("<i", len(s)) + s
     header += struct.pack("<iiQqqq", _VECTOR_VERSION, 0, _PROPS_EXPANDED_MUTABLE, start, num_states, 0)
-    arcs = np.zeros(len(src), [("il", "<i4"), ("ol", "<i4"), ("w", "<f4"), ("next", "<i4")])
-    arcs["il"], arcs["ol"], arcs["next"] = ilabel, olabel, dst
-    raw = arcs.tobytes()
-    ends = np.cumsum(counts) * 16
-    parts = [header]
-    begin = 0
-    for final, n, end in zip(finals.tolist(), counts.tolist(), ends.tolist()):
-        parts.append(struct.pack("<fq", 0.0 if final else float("inf"), n))
-        parts.append(raw[begin:end])
+    states = np.zeros(num_states, [("final", "<f4"), ("narcs", "<i8")])  # 12 bytes: 3 words
+    states["final"] = np.where(finals, np.float32(0.0), np.float32(np.inf))
+    states["narcs"] = counts
+    arcs = np.zeros((len(src), 4), "<i4")
+    arcs[:, 0], arcs[:, 1], arcs[:, 3] = ilabel, olabel, dst
+    heads, body = memoryview(states.tobytes()), memoryview(arcs.tobytes())
+    ends = (16 * np.cumsum(counts)).tolist()
+    parts, begin = [header], 0
+    for s, end in enumerate(ends):
+        parts += (heads[12 * s:12 * s + 12], body[begin:end])
         begin = end
     return pynini.Fst.read_from_string(b"".join(parts))
 
@@ -474,38 +479,35 @@ class FstArrays(NamedTuple):
 
 
 _ARC = np.dtype([("ilabel", "<i4"), ("olabel", "<i4"), ("weight", "<f4"), ("nextstate", "<i4")])
+_CONST_STATE = np.dtype([("final", "<f4"), ("pos", "<u4"), ("narcs", "<u4"), ("niepsilons", "<u4"),
+                         ("noepsilons", "<u4")])
 
 
 def fst_arrays(fst: pynini.Fst) -> FstArrays:
     """Start, finals and every arc of a standard-arc FST, read in bulk (the inverse of :func:`fst_from_arrays`).
 
-    pynini iterates arcs at ~0.3 µs each from Python; this has OpenFst write its vector format
-    (symbol tables left out) and reads it with numpy: per state its final weight (f32), arc
-    count (i64) and 16-byte arcs (ilabel, olabel, weight, nextstate). One Python step per state.
+    pynini iterates arcs at ~0.3 µs each from Python; this has OpenFst convert the FST to its
+    ConstFst and write that (symbol tables left out, no alignment): a header, then one 20-byte
+    record per state (final weight f32, first arc, arc count and epsilon counts as u32) and all
+    arcs in state order, 16 bytes each (ilabel, olabel, weight, nextstate), read by numpy whole.
     """
     if fst.arc_type() not in ("standard", "log"):
         raise ValueError(f"fst_arrays reads 32-bit weights, not {fst.arc_type()} arcs")
-    g = fst.copy()  # a pynini.Fst is a VectorFst
-    g.set_input_symbols(None)
-    g.set_output_symbols(None)
-    data = g.write_to_string()
+    g = fst
+    if fst.input_symbols() is not None or fst.output_symbols() is not None:
+        g = fst.copy().set_input_symbols(None).set_output_symbols(None)
+    data = pywrapfst.convert(g, "const").write_to_string()
     pos = 4
     for _ in range(2):  # fst type, arc type
         (n,) = struct.unpack_from("<i", data, pos)
         pos += 4 + n
-    _, _, _, start, num_states, _ = struct.unpack_from("<iiQqqq", data, pos)
+    _, flags, _, start, num_states, num_arcs = struct.unpack_from("<iiQqqq", data, pos)
+    if flags:  # symbol tables or alignment: not written for a symbol-less copy
+        raise ValueError(f"unexpected ConstFst header flags {flags}")
     pos += struct.calcsize("<iiQqqq")
-    view, chunks = memoryview(data), []
-    weights, counts = [0.0] * num_states, [0] * num_states
-    unpack = struct.Struct("<fq").unpack_from
-    for s in range(num_states):
-        weights[s], n = unpack(data, pos)
-        counts[s] = n
-        pos += 12
-        chunks.append(view[pos:pos + 16 * n])
-        pos += 16 * n
-    arcs = np.frombuffer(b"".join(chunks), _ARC)
-    src = np.repeat(np.arange(num_states, dtype=np.int64), np.asarray(counts, np.int64))
-    final = np.asarray(weights, np.float32) != np.float32(np.inf)
+    states = np.frombuffer(data, _CONST_STATE, num_states, pos)
+    arcs = np.frombuffer(data, _ARC, num_arcs, pos + _CONST_STATE.itemsize * num_states)
+    src = np.repeat(np.arange(num_states, dtype=np.int64), states["narcs"].astype(np.int64))
+    final = states["final"] != np.float32(np.inf)
     return FstArrays(int(start), final, src, arcs["ilabel"].astype(np.int64), arcs["olabel"].astype(np.int64),
                      arcs["nextstate"].astype(np.int64))
