@@ -271,3 +271,22 @@ def test_too_many_value_classes_fall_back_to_the_boolean_operations(monkeypatch)
     got = compiled({"oneOf": tags}, max_depth=1)
     want = compiled({"oneOf": [{**t, "propertyNames": {}} for t in tags]}, max_depth=1)
     assert taken and pynini.equivalent(got, want)
+
+
+def test_keys_sharing_a_definition_split_once(monkeypatch):
+    """Keys whose values are one definition, under the same branches, are cut into value classes
+    once (package.json's `exports` conditions: 12 cuts of 3-4 s each before); the language is the
+    forced Boolean form's."""
+    from tokfst_cli.schema import objects
+
+    cuts = []
+    cut = objects._cut
+    monkeypatch.setattr(objects, "_cut", lambda *args: cuts.append(args[1]) or cut(*args))
+    target = {"$ref": "#/$defs/t"}
+    branches = [{"properties": {k: target for k in "abcd"}}, {"properties": {"a": {"type": "string"}}}]
+    schema = {"$defs": {"t": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "integer"}}]}},
+              "type": "object", "properties": {k: target for k in "abcd"}, "oneOf": branches}
+    got = compiled(schema, max_depth=2)
+    assert cuts.count("property 'b'") == 1 and not {"property 'c'", "property 'd'"} & set(cuts), cuts
+    forced = {**schema, "oneOf": [{**b, "propertyNames": {}} for b in branches]}
+    assert pynini.equivalent(got, compiled(forced, max_depth=2))

@@ -67,7 +67,18 @@ class ManyClasses(Exception):
 
 def _split(c, what: str, value: pynini.Fst, tests: list[pynini.Fst | None | bool]) -> list[tuple[frozenset[int], pynini.Fst]]:
     """``value`` cut by each test (True: every value passes; None: none does) into the nonempty
-    classes, each with the tests it passes."""
+    classes, each with the tests it passes. Memoized on the automata (the compiler's cache holds
+    them, so their ids stay theirs): keys whose values share one definition split once."""
+    key = ("split", id(value), *(t if t is True or t is None else id(t) for t in tests))
+    got = c.cache.get(key)
+    if got is not None and got[0] is value and all(a is b for a, b in zip(got[1], tests)):
+        return got[2]
+    classes = _cut(c, what, value, tests)
+    c.cache[key] = (value, list(tests), classes)
+    return classes
+
+
+def _cut(c, what: str, value: pynini.Fst, tests: list[pynini.Fst | None | bool]) -> list[tuple[frozenset[int], pynini.Fst]]:
     classes = [(frozenset(i for i, t in enumerate(tests) if t is True), value)]
     done: dict[int, list[int]] = {}  # a test met before (the same automaton): its indices
     for i, t in enumerate(tests):
