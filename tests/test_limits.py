@@ -277,6 +277,20 @@ def test_guard_passes_the_exit_code_and_the_stage():
     assert (out.code, out.reason, out.stage, out.size) == (7, None, "B: building", 12)
 
 
+@pytest.mark.parametrize("signum,line", [(signal.SIGTERM, "tokfst: terminated"), (signal.SIGINT, "tokfst: interrupted")])
+def test_a_signal_outside_the_commands_handling_still_says_one_line(capfd, signum, line):
+    """A signal the command does not catch itself (it came while the command line was being set
+    up, or as it returned) ends the child with 128 + signum and the one line, not silently."""
+    def work() -> int:
+        os.kill(os.getpid(), signum)  # delivered here: _on_signal raises Interrupted inside work
+        time.sleep(5)
+        return 0
+
+    out = guard.run(work)
+    assert (out.code, out.reason) == (128 + signum, None)
+    assert capfd.readouterr().err.splitlines() == [line]
+
+
 def test_guard_time_limit_kills_and_removes_temporary_files(tmp_path):
     target = tmp_path / "out.bin"
 

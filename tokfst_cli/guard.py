@@ -265,25 +265,30 @@ def _address_space_cap(max_memory: int) -> int:
 def _child(fn: Callable[[], int], board: "_Board", max_memory: int | None, parent: int) -> None:
     code = 1
     try:
-        raise_on_signals()  # the dispositions the parent had before the fork
-        _die_with_parent(parent)
-        if max_memory:
-            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-            with contextlib.suppress(OSError):  # C++'s unwinder (std::bad_alloc) loads it; no room later
-                ctypes.CDLL("libgcc_s.so.1")
-            _touch_thread_locals()
-            _, hard = resource.getrlimit(resource.RLIMIT_AS)
-            cap = _address_space_cap(max_memory)
-            cap = cap if hard == resource.RLIM_INFINITY else min(cap, hard)
-            resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
-            _quiet_terminate()
-        global _BOARD
-        _BOARD = board
-        progress.listen(board.write)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
-        code = fn()
-    except Interrupted as e:
+        try:
+            raise_on_signals()  # the dispositions the parent had before the fork
+            _die_with_parent(parent)
+            if max_memory:
+                resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+                with contextlib.suppress(OSError):  # C++'s unwinder (std::bad_alloc) loads it; no room later
+                    ctypes.CDLL("libgcc_s.so.1")
+                _touch_thread_locals()
+                _, hard = resource.getrlimit(resource.RLIMIT_AS)
+                cap = _address_space_cap(max_memory)
+                cap = cap if hard == resource.RLIM_INFINITY else min(cap, hard)
+                resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+                _quiet_terminate()
+            global _BOARD
+            _BOARD = board
+            progress.listen(board.write)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
+            code = fn()
+        finally:  # no handler runs from here on: a late signal cannot skip the exit below
+            signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
+    except Interrupted as e:  # a signal outside fn's own handling (its start, its return): one line too
         code = e.exit_code
+        with contextlib.suppress(OSError):
+            os.write(2, b"tokfst: interrupted\n" if e.signum == signal.SIGINT else b"tokfst: terminated\n")
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except BaseException:  # noqa: BLE001 - fn words its own errors; this is the last resort

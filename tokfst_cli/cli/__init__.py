@@ -229,9 +229,8 @@ def _temp_dirs(argv: list[str]) -> list[str]:
 
 def _run() -> int:
     """The command, its errors worded: the exit code."""
-    command = typer.main.get_command(app)
     try:
-        rc = command.main(prog_name="tokfst", standalone_mode=False)
+        rc = typer.main.get_command(app).main(prog_name="tokfst", standalone_mode=False)
         return rc if isinstance(rc, int) else 0
     except typer.Exit as e:
         return e.exit_code
