@@ -174,9 +174,11 @@ def remove_trie_epsilons(c: pynini.Fst, block: int = 1 << 14) -> pynini.Fst:
     real = np.zeros(n, bool)
     real[a.start] = True
     real[a.nextstate[~eps]] = True
+    if not eps.any():
+        return c
+    if (a.final & ~real).any():
+        return c.rmepsilon()
     offsets = np.searchsorted(a.src, np.arange(n + 1))
-    if (a.final & ~real).any() or not eps.any():
-        return c.rmepsilon() if eps.any() else c
     renumber = (np.cumsum(real) - 1).astype(np.int32)
     label, target = label.astype(np.int32), renumber[a.nextstate]  # target: a labelled arc's token state
     tokens = np.flatnonzero(real)
