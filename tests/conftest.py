@@ -56,9 +56,20 @@ BATTERY = settings.get_profile("battery-full" if os.environ.get("TOKFST_BATTERY"
 
 @pytest.fixture(autouse=True, scope="session")
 def _private_cache(tmp_path_factory):
-    """Tests never touch the user's cache."""
-    os.environ["TOKFST_CACHE"] = str(tmp_path_factory.mktemp("cache"))
+    """Tests never touch the user's cache. Under pytest-xdist (`make test` runs two workers) the
+    workers share one (the cache takes concurrent writers: tests/test_cache.py), so what one worker
+    compiled cold the other reads warm."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent / "cache" if os.environ.get("PYTEST_XDIST_WORKER") else None
+    if shared is not None:
+        shared.mkdir(exist_ok=True)
+    os.environ["TOKFST_CACHE"] = str(shared or tmp_path_factory.mktemp("cache"))
     yield
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "wallclock: asserts how long something takes (a limit's contract, with "
+                            "margins); `make test` runs these alone, after the parallel part, on an idle machine")
 
 
 @pytest.fixture

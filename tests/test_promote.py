@@ -156,3 +156,17 @@ def test_other_epsilon_shapes_go_to_openfst():
             f.add_arc(src, pynini.Arc(label, label, one, dst))
         ours = remove_trie_epsilons(f.copy())
         assert pynini.equivalent(ours, f.copy().rmepsilon()) and ours.properties(pynini.NO_EPSILONS, True)
+
+
+def test_weighted_epsilons_go_to_openfst():
+    """A weight on a trie's epsilon arc (the walk would drop it) is summed by OpenFst's rmepsilon."""
+    f = pynini.Fst()
+    f.add_states(4)
+    f.set_start(0)
+    f.set_final(0)
+    one = pynini.Weight.one(f.weight_type())
+    for src, label, weight, dst in ((0, 0, 1.5, 1), (1, 5, 0, 2), (2, 0, 0, 3), (3, 6, 0, 0)):
+        f.add_arc(src, pynini.Arc(label, label, pynini.Weight(f.weight_type(), weight) if weight else one, dst))
+    ours = remove_trie_epsilons(f.copy())
+    assert pynini.isomorphic(ours, f.copy().rmepsilon())
+    assert [float(a.weight) for a in ours.arcs(ours.start())] == [1.5]

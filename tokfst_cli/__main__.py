@@ -12,13 +12,15 @@ interpreter's own start-up (``site`` and ``.pth`` files, before any tokfst code)
 import os
 import signal
 
+from . import signal_line
+
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # tokfst_cli.guard.FORWARDED
 
 
 def _stop(signum: int, frame) -> None:
     """Before the command runs: one line, exit 128 + signum, no clean-up needed (nothing written)."""
     try:
-        os.write(2, b"tokfst: interrupted\n" if signum == signal.SIGINT else b"tokfst: terminated\n")
+        os.write(2, f"{signal_line(signum)}\n".encode())
     except OSError:
         pass
     os._exit(128 + signum)

@@ -476,6 +476,7 @@ class FstArrays(NamedTuple):
     ilabel: np.ndarray
     olabel: np.ndarray
     nextstate: np.ndarray
+    weighted: bool = False  # some arc or final weight is not One (0.0): the arrays above leave weights out
 
 
 _ARC = np.dtype([("ilabel", "<i4"), ("olabel", "<i4"), ("weight", "<f4"), ("nextstate", "<i4")])
@@ -509,5 +510,6 @@ def fst_arrays(fst: pynini.Fst) -> FstArrays:
     arcs = np.frombuffer(data, _ARC, num_arcs, pos + _CONST_STATE.itemsize * num_states)
     src = np.repeat(np.arange(num_states, dtype=np.int64), states["narcs"].astype(np.int64))
     final = states["final"] != np.float32(np.inf)
+    weighted = bool((arcs["weight"] != 0).any() or (states["final"][final] != 0).any())
     return FstArrays(int(start), final, src, arcs["ilabel"].astype(np.int64), arcs["olabel"].astype(np.int64),
-                     arcs["nextstate"].astype(np.int64))
+                     arcs["nextstate"].astype(np.int64), weighted)

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from . import progress
+from . import progress, signal_line
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 GRACE = 1.0  # seconds a signalled child may take to stop by itself before it is killed
@@ -288,7 +288,7 @@ def _child(fn: Callable[[], int], board: "_Board", max_memory: int | None, paren
     except Interrupted as e:  # a signal outside fn's own handling (its start, its return): one line too
         code = e.exit_code
         with contextlib.suppress(OSError):
-            os.write(2, b"tokfst: interrupted\n" if e.signum == signal.SIGINT else b"tokfst: terminated\n")
+            os.write(2, f"{signal_line(e.signum)}\n".encode())
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except BaseException:  # noqa: BLE001 - fn words its own errors; this is the last resort

@@ -164,12 +164,14 @@ def remove_trie_epsilons(c: pynini.Fst, block: int = 1 << 14) -> pynini.Fst:
     arcs at its leaves are exactly the token state's arcs after epsilon removal, with no
     duplicates. The walk runs ``block`` token states at once, one trie level per numpy step
     (OpenFst's generic rmepsilon, shortest distances per state, took twice as long). Any other
-    shape (an epsilon cycle, an inner final state) goes to OpenFst.
+    shape (an epsilon cycle, an inner final state) and any weight but One go to OpenFst.
     """
     a = fst_arrays(c)
     n = len(a.final)
     if n == 0:
         return c
+    if a.weighted:  # the walk drops weights: OpenFst sums them along the epsilon paths
+        return c.rmepsilon()
     label, eps = a.olabel, a.olabel == 0
     real = np.zeros(n, bool)
     real[a.start] = True

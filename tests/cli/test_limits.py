@@ -28,6 +28,7 @@ from tokfst_cli.cli.errors import EXIT_CODES
 from ..runner import TOKFST, make_env, run, tokfst
 
 ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.wallclock  # `make test` runs this module alone, after the parallel part
 STARTUP = 2.0  # seconds a tokfst process may take to start on a loaded machine, on top of a limit's own
 
 

@@ -12,7 +12,7 @@ from typing import Optional
 import typer
 from typer._click.exceptions import ClickException  # typer 0.29 vendors click (pinned in pyproject.toml)
 
-from .. import __version__, guard, progress
+from .. import __version__, guard, progress, signal_line
 from ..artifacts import cache_dir
 from ..errors import TokfstError
 from ..guard import format_size
@@ -128,7 +128,7 @@ def main(supervise: bool | None = None) -> None:
         peak = f" (peak {format_size(outcome.peak_rss)} resident)" if outcome.peak_rss else ""
         OUT.say("tokfst: error: " + MEMORY_LIMIT.format(stage=stage, limit=format_size(max_memory), size=peak))
     elif outcome.reason == "signal":
-        OUT.say("tokfst: interrupted" if outcome.signum == signal.SIGINT else "tokfst: terminated")
+        OUT.say(signal_line(outcome.signum))
     elif outcome.reason == "crash":
         OUT.say(f"tokfst: internal error: the process died of {signal.Signals(outcome.signum).name} in {stage} "
                 "(rerun with --debug)")
@@ -235,8 +235,8 @@ def _run() -> int:
     except typer.Exit as e:
         return e.exit_code
     except typer.Abort:
-        OUT.say("tokfst: interrupted")
-        return 130
+        OUT.say(signal_line(signal.SIGINT))
+        return 128 + signal.SIGINT
     except ClickException as e:
         e.show()
         return e.exit_code
@@ -250,7 +250,7 @@ def _run() -> int:
         return 1
     except (KeyboardInterrupt, guard.Interrupted) as e:
         signum = getattr(e, "signum", signal.SIGINT)
-        OUT.say("tokfst: interrupted" if signum == signal.SIGINT else "tokfst: terminated")
+        OUT.say(signal_line(signum))
         return 128 + signum
     except MemoryError:
         if STATE["debug"]:

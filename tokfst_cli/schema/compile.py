@@ -85,6 +85,8 @@ class Compiler:
         self.active: set[tuple] = set()
         self.checked: set[int] = set()
         self.cache: dict[tuple, pynini.Fst | None] = {}
+        # objects._split's memo: (value, tests, its classes) by the automata's ids
+        self.splits: dict[tuple, tuple[pynini.Fst, list, list[tuple[frozenset[int], pynini.Fst]]]] = {}
         self.synthesized: dict[str, dict] = {}  # "has property k" schemas made here (their ids are memo keys)
         self.has_keys: dict[str, dict] = {}  # the same, member-wise (no type), for .presence
         self.string_only = {"type": "string"}

@@ -67,14 +67,14 @@ class ManyClasses(Exception):
 
 def _split(c, what: str, value: pynini.Fst, tests: list[pynini.Fst | None | bool]) -> list[tuple[frozenset[int], pynini.Fst]]:
     """``value`` cut by each test (True: every value passes; None: none does) into the nonempty
-    classes, each with the tests it passes. Memoized on the automata (the compiler's cache holds
-    them, so their ids stay theirs): keys whose values share one definition split once."""
-    key = ("split", id(value), *(t if t is True or t is None else id(t) for t in tests))
-    got = c.cache.get(key)
+    classes, each with the tests it passes. Memoized on the automata (``c.splits`` holds them, so
+    their ids stay theirs): keys whose values share one definition split once."""
+    key = (id(value), *(t if t is True or t is None else id(t) for t in tests))
+    got = c.splits.get(key)
     if got is not None and got[0] is value and all(a is b for a, b in zip(got[1], tests)):
         return got[2]
     classes = _cut(c, what, value, tests)
-    c.cache[key] = (value, list(tests), classes)
+    c.splits[key] = (value, list(tests), classes)
     return classes
 
 
