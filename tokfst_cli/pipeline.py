@@ -355,7 +355,7 @@ def build(model: TokenizerModel, pattern: str, *, canonical: bool = False, metho
                 from .lexicon import marker_label
 
                 agnostic = apply_tokens(model, agnostic, filters, marker_label(model) if marked else None,
-                                        max_states=limits.max_states)
+                                        max_states=limits.max_states, arrays=promoted.arrays)
         if canonical:
             with stage(f"C: canonical BPE ({method}, {level} level)"):
                 canonicalize_bpe(model, a, agnostic, method, limits, artifact, factorized_ok, result, level)

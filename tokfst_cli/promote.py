@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pynini
 
-from .artifacts import fst_arrays, fst_from_arrays
+from .artifacts import FstArrays, fst_arrays, fst_from_arrays
 from .errors import EmptyLanguageError, LimitError
 from .progress import report
 from .regex import ByteAutomaton
@@ -30,6 +30,7 @@ class Promoted:
     arcs: int
     minimized: bool
     terminals: list = field(default_factory=list)  # terminals.Terminal j is token label vocab_size + 1 + j
+    arrays: FstArrays | None = None  # fst's arcs in bulk where read already (the token filters reuse them)
 
 
 def covers_all_bytes(model: TokenizerModel) -> bool:
@@ -137,10 +138,15 @@ def promote(
     report(c.num_states())
     if c.num_states() > max_states:
         raise LimitError("A o T", "max_states", max_states, c.num_states(), remedy="simplify")
-    c = remove_trie_epsilons(c.project("output").set_input_symbols(None).set_output_symbols(None))
+    projected = c.project("output").set_input_symbols(None).set_output_symbols(None)
+    arrays = trie_epsilon_arrays(projected)
+    c = projected.rmepsilon() if arrays is None else \
+        fst_from_arrays(len(arrays.final), arrays.start, arrays.final, arrays.src, arrays.ilabel, arrays.olabel,
+                        arrays.nextstate)
     minimize = force_minimize or not covers_all_bytes(model)
     if minimize:
         c.minimize()
+        arrays = None
     if c.start() == pynini.NO_STATE_ID or c.num_states() == 0:
         raise EmptyLanguageError(
             f"no sequence of {model.source} tokens spells a string matching {automaton.pattern!r}",
@@ -152,11 +158,21 @@ def promote(
         table = with_names(table.copy(), model.vocab_size, labels)
     c.set_input_symbols(table)
     c.set_output_symbols(table)
-    return Promoted(fst=c, states=c.num_states(), arcs=count_arcs(c), minimized=minimize, terminals=labels)
+    arcs = count_arcs(c) if arrays is None else len(arrays.src)
+    return Promoted(fst=c, states=c.num_states(), arcs=arcs, minimized=minimize, terminals=labels, arrays=arrays)
 
 
 def remove_trie_epsilons(c: pynini.Fst, block: int = 1 << 14) -> pynini.Fst:
-    """RmEpsilon of PROJ(A o T), by a breadth-first walk of T's trie from every token state.
+    """RmEpsilon of PROJ(A o T): :func:`trie_epsilon_arrays`, else OpenFst's rmepsilon."""
+    a = trie_epsilon_arrays(c, block)
+    if a is None:
+        return c.rmepsilon()
+    return fst_from_arrays(len(a.final), a.start, a.final, a.src, a.ilabel, a.olabel, a.nextstate)
+
+
+def trie_epsilon_arrays(c: pynini.Fst, block: int = 1 << 14) -> FstArrays | None:
+    """The arcs of RmEpsilon(PROJ(A o T)), by a breadth-first walk of T's trie from every token
+    state; None where OpenFst must remove the epsilons.
 
     A state of A o T is a *token state* (q, root) or an inner state (q, trie node); epsilons
     lead from a state to a deeper trie node (acyclic), labels back to a token state. From each
@@ -168,18 +184,16 @@ def remove_trie_epsilons(c: pynini.Fst, block: int = 1 << 14) -> pynini.Fst:
     """
     a = fst_arrays(c)
     n = len(a.final)
-    if n == 0:
-        return c
-    if a.weighted:  # the walk drops weights: OpenFst sums them along the epsilon paths
-        return c.rmepsilon()
+    if n == 0 or a.weighted:  # nothing to walk; the walk drops weights (OpenFst sums them along paths)
+        return None
     label, eps = a.olabel, a.olabel == 0
+    if not eps.any():
+        return a
     real = np.zeros(n, bool)
     real[a.start] = True
     real[a.nextstate[~eps]] = True
-    if not eps.any():
-        return c
     if (a.final & ~real).any():
-        return c.rmepsilon()
+        return None
     offsets = np.searchsorted(a.src, np.arange(n + 1))
     renumber = (np.cumsum(real) - 1).astype(np.int32)
     label, target = label.astype(np.int32), renumber[a.nextstate]  # target: a labelled arc's token state
@@ -188,11 +202,11 @@ def remove_trie_epsilons(c: pynini.Fst, block: int = 1 << 14) -> pynini.Fst:
     for first in range(0, len(tokens), block):
         walked = _walk(tokens[first:first + block], offsets, eps, label, target, a.nextstate, n)
         if walked is None:  # an epsilon cycle
-            return c.rmepsilon()
+            return None
         blocks.append(walked)
     counts, lab, dst = (np.concatenate(x) for x in zip(*blocks))
     src = np.repeat(np.arange(len(tokens), dtype=np.int32), counts)
-    return fst_from_arrays(len(tokens), int(renumber[a.start]), a.final[real], src, lab, lab, dst)
+    return FstArrays(int(renumber[a.start]), a.final[real], src, lab, lab, dst)
 
 
 def _walk(states: np.ndarray, offsets: np.ndarray, eps: np.ndarray, label: np.ndarray, target: np.ndarray,

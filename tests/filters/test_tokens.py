@@ -17,10 +17,12 @@ from functools import cache
 import numpy as np
 import pynini
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tokfst_cli import pipeline
 from tokfst_cli.errors import EmptyLanguageError, LimitError
-from tokfst_cli.filters import Filters, apply_tokens, bytes as byte_filters, length
+from tokfst_cli.filters import Filters, apply_tokens, bytes as byte_filters, length, tokens
 from tokfst_cli.lexicon import marker_label
 from tokfst_cli.regex import ByteAutomaton
 
@@ -109,6 +111,29 @@ def acceptor(sequences: list[tuple[int, ...]]) -> pynini.Fst:
             s = t
         f.set_final(s)
     return pynini.determinize(f).minimize()
+
+
+@settings(max_examples=25, deadline=None)
+@given(data=st.data(), case=st.sampled_from([("gpt2", "[a-c]{1,3}( [0-9]+)?"), ("llama2", "(é|中|ab)+ ?[xy]"),
+                                             ("gpt2", " (America|中)")]))
+def test_removing_banned_arcs_is_openfsts_intersection(data, case):
+    """The one-state shortcut (``tokens.without``): S with the banned labels' arcs removed and
+    trimmed is S ∩ F for F = one state looping on every other label (pynini.intersect), also
+    where removing arcs leaves dead states or nothing."""
+    s = agnostic(*case)
+    labels = sorted({a.ilabel for q in s.states() for a in s.arcs(q)})
+    banned_labels = data.draw(st.lists(st.sampled_from(labels), max_size=len(labels), unique=True))
+    banned = np.zeros(max(labels) + 2, bool)
+    banned[banned_labels] = True
+    f = pynini.Fst()
+    f.set_start(f.add_state())
+    f.set_final(0)
+    for label in labels:
+        if not banned[label]:
+            f.add_arc(0, pynini.Arc(label, label, pynini.Weight.one(f.weight_type()), 0))
+    expected = pynini.intersect(s.copy(), f)
+    ours = tokens.without(s, banned)
+    assert pynini.isomorphic(ours, expected)
 
 
 def test_the_boundary_label_passes_every_filter():

@@ -14,11 +14,15 @@ both: C(S ∩ F) = C(S) ∩ F. A filter that leaves nothing raises ``EmptyLangua
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pynini
 
 from ..errors import InputError
 from ..tokenizer import TokenizerModel
+
+if TYPE_CHECKING:
+    from ..artifacts import FstArrays
 
 
 @dataclass(frozen=True)
@@ -76,10 +80,11 @@ def apply_text(model: TokenizerModel, fst: pynini.Fst, filters: Filters) -> pyni
 
 
 def apply_tokens(model: TokenizerModel, fst: pynini.Fst, filters: Filters, marker: int | None = None,
-                 max_states: int = 1_000_000) -> pynini.Fst:
+                 max_states: int = 1_000_000, arrays: FstArrays | None = None) -> pynini.Fst:
     """S ∩ F_tokens: a token acceptor restricted by the token-level filters; ``marker`` is the
     pre-token boundary label of S_M (pipeline level), which every filter passes through.
-    ``max_states`` bounds the product with ``max_tokens``'s counter (LimitError)."""
+    ``max_states`` bounds the product with ``max_tokens``'s counter (LimitError); ``arrays``:
+    S's arcs in bulk, if read already (``promote.Promoted.arrays``)."""
     from . import bytes as byte_filters, length, tokens
 
     if not filters.token_level():
@@ -89,7 +94,7 @@ def apply_tokens(model: TokenizerModel, fst: pynini.Fst, filters: Filters, marke
         ("literal_ascii", byte_filters.literal_ascii, True, filters.literal_ascii),
         ("no_byte_tokens", byte_filters.no_byte_tokens, True, filters.no_byte_tokens),
         ("fuse_spaces", tokens.fuse_spaces, False, filters.fuse_spaces)) if on]
-    out, dirty = tokens.restrict(model, fst, steps, marker, names)
+    out, dirty = tokens.restrict(model, fst, steps, marker, names, arrays)
     if filters.max_tokens is not None:
         counted = length.restrict(out, filters.max_tokens, marker, max_states)
         if counted is not None:

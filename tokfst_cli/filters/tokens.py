@@ -11,10 +11,11 @@ S ∩ F (``pynini.intersect``; both deterministic, so the product is) costs a pa
 so the labels S uses are read first (``artifacts.fst_arrays``):
 
 * all of them loop on F's start state: S ∩ F = S, returned as is;
-* all of them loop on the start state or have no arc there, and the filter ``keeps_states``: the
-  product is S without the banned arcs and, for the agnostic S (every tokenization of each text;
-  the banned tokens' texts all have allowed spellings, so every state keeps its distinct text
-  language), S's minimal states: no minimization;
+* all of them loop on the start state or have no arc there: the product is S without the banned
+  arcs, trimmed (:func:`without`, numpy on S's arrays instead of OpenFst's product); if the
+  filter ``keeps_states``, for the agnostic S (every tokenization of each text; the banned
+  tokens' texts all have allowed spellings, so every state keeps its distinct text language)
+  these are S's minimal states: no minimization;
 * else the product is minimized (once, after all filters).
 
 ``fuse_spaces`` (Sec. 4.5) is here; ``literal_ascii`` and ``no_byte_tokens`` (Sec. 4.3) are in
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import pynini
 
-from ..artifacts import cached_fst, fst_arrays, fst_from_arrays
+from ..artifacts import FstArrays, cached_fst, fst_arrays, fst_from_arrays
 from ..errors import EmptyLanguageError
 from ..tokenizer import TokenizerModel
 
@@ -111,13 +112,6 @@ def fuse_spaces(model: TokenizerModel, marker: int | None) -> pynini.Fst:
     return from_arcs(2, src, np.r_[ids, keep] + 1, np.r_[space, space[keep]].astype(np.int64), marker, marker_to=0)
 
 
-def used_labels(fst: pynini.Fst, labels: int) -> np.ndarray:
-    """A mask over labels 0..``labels``-1: those on ``fst``'s arcs."""
-    used = np.zeros(labels, bool)
-    used[fst_arrays(fst).ilabel] = True
-    return used
-
-
 def empty(fst: pynini.Fst) -> bool:
     return fst.start() == pynini.NO_STATE_ID or fst.num_states() == 0
 
@@ -129,23 +123,38 @@ def no_sequence(names: list[str]) -> EmptyLanguageError:
 
 
 def restrict(model: TokenizerModel, fst: pynini.Fst, steps: list[tuple[str, Callable, bool]], marker: int | None,
-             names: list[str]) -> tuple[pynini.Fst, bool]:
+             names: list[str], arrays: FstArrays | None = None) -> tuple[pynini.Fst, bool]:
     """S ∩ F for each (name, builder, keeps_states) of ``steps`` with the shortcuts of the module
-    docstring: (the result, whether it needs minimizing)."""
+    docstring: (the result, whether it needs minimizing). ``arrays``: S's arcs, if read already."""
     used, dirty = None, False
     for name, build, keeps_states in steps:
         f = cached(model, name, marker, build, keeps_states)
         if f.loop[1:].all() or (marker is None and f.loop[1:-1].all()):
             continue  # F is Sigma*: nothing to read
         if used is None:
-            used = used_labels(fst, len(f.loop))
+            arrays = arrays or fst_arrays(fst)
+            used = np.zeros(len(f.loop), bool)
+            used[arrays.ilabel] = True
         if f.loop[used].all():
             continue
-        fst = pynini.intersect(fst, f.fst)
+        one_state = bool((f.loop | f.banned)[used].all())  # F never leaves its start state on S's labels
+        fst = without(fst, f.banned, arrays) if one_state else pynini.intersect(fst, f.fst)
+        arrays = None
         if empty(fst):
             raise no_sequence(names)
-        if f.keeps_states and not dirty and (f.loop | f.banned)[used].all():
+        if f.keeps_states and not dirty and one_state:
             used &= ~f.banned
         else:
             used, dirty = None, True
     return fst, dirty
+
+
+def without(fst: pynini.Fst, banned: np.ndarray, arrays: FstArrays | None = None) -> pynini.Fst:
+    """S ∩ F for an F that stays in its start state on S's labels: S without the arcs whose label
+    is ``banned``, trimmed (what ``pynini.intersect`` gives, by one numpy pass over the arcs;
+    ``arrays``: S's, if read already). Unweighted, as S is."""
+    a = arrays or fst_arrays(fst)
+    keep = ~banned[a.ilabel]
+    out = fst_from_arrays(len(a.final), a.start, a.final, a.src[keep], a.ilabel[keep], a.olabel[keep],
+                          a.nextstate[keep])
+    return out.connect().set_input_symbols(fst.input_symbols()).set_output_symbols(fst.output_symbols())
