@@ -479,6 +479,11 @@ class FstArrays(NamedTuple):
     weighted: bool = False  # some arc or final weight is not One (0.0): the arrays above leave weights out
 
 
+def fst_from(a: FstArrays) -> pynini.Fst:
+    """:func:`fst_from_arrays` of an :class:`FstArrays` (unweighted)."""
+    return fst_from_arrays(len(a.final), a.start, a.final, a.src, a.ilabel, a.olabel, a.nextstate)
+
+
 _ARC = np.dtype([("ilabel", "<i4"), ("olabel", "<i4"), ("weight", "<f4"), ("nextstate", "<i4")])
 _CONST_STATE = np.dtype([("final", "<f4"), ("pos", "<u4"), ("narcs", "<u4"), ("niepsilons", "<u4"),
                          ("noepsilons", "<u4")])

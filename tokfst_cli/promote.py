@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pynini
 
-from .artifacts import FstArrays, fst_arrays, fst_from_arrays
+from .artifacts import FstArrays, fst_arrays, fst_from
 from .errors import EmptyLanguageError, LimitError
 from .progress import report
 from .regex import ByteAutomaton
@@ -140,9 +140,7 @@ def promote(
         raise LimitError("A o T", "max_states", max_states, c.num_states(), remedy="simplify")
     projected = c.project("output").set_input_symbols(None).set_output_symbols(None)
     arrays = trie_epsilon_arrays(projected)
-    c = projected.rmepsilon() if arrays is None else \
-        fst_from_arrays(len(arrays.final), arrays.start, arrays.final, arrays.src, arrays.ilabel, arrays.olabel,
-                        arrays.nextstate)
+    c = projected.rmepsilon() if arrays is None else fst_from(arrays)
     minimize = force_minimize or not covers_all_bytes(model)
     if minimize:
         c.minimize()
@@ -165,9 +163,7 @@ def promote(
 def remove_trie_epsilons(c: pynini.Fst, block: int = 1 << 14) -> pynini.Fst:
     """RmEpsilon of PROJ(A o T): :func:`trie_epsilon_arrays`, else OpenFst's rmepsilon."""
     a = trie_epsilon_arrays(c, block)
-    if a is None:
-        return c.rmepsilon()
-    return fst_from_arrays(len(a.final), a.start, a.final, a.src, a.ilabel, a.olabel, a.nextstate)
+    return c.rmepsilon() if a is None else fst_from(a)
 
 
 def trie_epsilon_arrays(c: pynini.Fst, block: int = 1 << 14) -> FstArrays | None:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import pynini
 
-from ..artifacts import FstArrays, cached_fst, fst_arrays, fst_from_arrays
+from ..artifacts import FstArrays, cached_fst, fst_arrays, fst_from, fst_from_arrays
 from ..errors import EmptyLanguageError
 from ..tokenizer import TokenizerModel
 
@@ -155,6 +155,6 @@ def without(fst: pynini.Fst, banned: np.ndarray, arrays: FstArrays | None = None
     ``arrays``: S's, if read already). Unweighted, as S is."""
     a = arrays or fst_arrays(fst)
     keep = ~banned[a.ilabel]
-    out = fst_from_arrays(len(a.final), a.start, a.final, a.src[keep], a.ilabel[keep], a.olabel[keep],
-                          a.nextstate[keep])
+    out = fst_from(a._replace(src=a.src[keep], ilabel=a.ilabel[keep], olabel=a.olabel[keep],
+                              nextstate=a.nextstate[keep]))
     return out.connect().set_input_symbols(fst.input_symbols()).set_output_symbols(fst.output_symbols())
