@@ -132,7 +132,7 @@ def restrict(model: TokenizerModel, fst: pynini.Fst, steps: list[tuple[str, Call
         if f.loop[1:].all() or (marker is None and f.loop[1:-1].all()):
             continue  # F is Sigma*: nothing to read
         if used is None:
-            arrays = arrays or fst_arrays(fst)
+            arrays = fst_arrays(fst) if arrays is None else arrays
             used = np.zeros(len(f.loop), bool)
             used[arrays.ilabel] = True
         if f.loop[used].all():
@@ -153,7 +153,7 @@ def without(fst: pynini.Fst, banned: np.ndarray, arrays: FstArrays | None = None
     """S ∩ F for an F that stays in its start state on S's labels: S without the arcs whose label
     is ``banned``, trimmed (what ``pynini.intersect`` gives, by one numpy pass over the arcs;
     ``arrays``: S's, if read already). Unweighted, as S is."""
-    a = arrays or fst_arrays(fst)
+    a = fst_arrays(fst) if arrays is None else arrays
     keep = ~banned[a.ilabel]
     out = fst_from(a._replace(src=a.src[keep], ilabel=a.ilabel[keep], olabel=a.olabel[keep],
                               nextstate=a.nextstate[keep]))
