@@ -15,6 +15,7 @@ from tokfst_cli import catalogue, pipeline
 from tokfst_cli import tokenizer as tokmod
 from tokfst_cli.bpe import factorized
 from tokfst_cli.constraint import FstDecoder, IndexDecoder
+from tokfst_cli.bpe.word import DEAD, START
 from tokfst_cli.errors import InputError, LimitError
 
 from ..walks import equal_masks, walks
@@ -154,3 +155,42 @@ def test_the_table_is_refused_past_its_limit_before_it_is_built(tokenizer):
     with pytest.raises(LimitError) as e:
         compute(dec.word, dec.arcs, dec.finals, dec.start, max_cells=cells - 1)
     assert e.value.value == cells and e.value.exit_code == 3
+
+
+def test_masks_made_on_first_use_equal_those_made_at_load(tokenizer):
+    """Past ``warm``'s budget a unit's packed live tokens are made at its first step: the same
+    masks. E-mail has both kinds of unit: few live tokens (a binary search each per step) and
+    many (packed words, the class's BANNED ids cleared)."""
+    model = tokenizer("gpt2")
+    pattern = catalogue.FOUNDATION["email"]
+    fac = pipeline.build(model, pattern, canonical=True, limits=pipeline.Limits(max_arcs=1))
+    warm = fac.decoder()
+    kinds = {words is None for _, _, words in warm.live._units.values()}
+    assert kinds == {True, False}
+    cold = factorized.from_bytes(fac.to_bytes(), model)
+    cold.live._units.clear()
+    cold.live._specials.clear()
+    assert equal_masks(warm, cold, 300) > 0
+    assert cold.live._units and cold.live._specials
+    state = warm.initial()
+    assert (warm.bitmask(state) == cold.bitmask(state)).all() and not warm.bitmask(state).flags.writeable
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama2"])
+def test_one_token_steps_equal_the_vectorized_ones(tokenizer, name):
+    """``advance``'s scalar pair test and successor (``banned_pair``, ``after_one``) against the
+    vectorized ``banned`` and ``after`` on random pairs and states, byte fallback included."""
+    dec = pipeline.build(tokenizer(name), "[a-z]+", canonical=True, limits=pipeline.Limits(max_arcs=1)).decoder()
+    imp, word = dec.imp, dec.word
+    rng = np.random.default_rng(len(name))
+    reps = np.array(sorted(word.step.reps.values()), np.int64)
+    u = np.r_[rng.choice(reps, 3000), rng.integers(0, imp.vocab_size, 1000)]
+    v = rng.integers(0, imp.vocab_size, len(u))
+    want = imp.banned(u, v)
+    assert want.any() and not want.all()
+    assert [imp.banned_pair(int(a), int(b)) for a, b in zip(u, v)] == want.tolist()
+    for fb in range(len(imp.fb_final)):
+        ok = np.flatnonzero(word.step.follow(fb))[rng.integers(0, 10**9, 200) % int(word.step.follow(fb).sum())]
+        for cls in (START, int(word.classes[ok[0]])):
+            cs, fs, ns = word.after(cls, fb, DEAD, ok)
+            assert [word.after_one(cls, fb, DEAD, int(t)) for t in ok] == list(zip(cs.tolist(), fs.tolist(), ns.tolist()))

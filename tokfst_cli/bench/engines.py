@@ -78,9 +78,16 @@ def bitmask(decoder, state) -> np.ndarray:
     return own(state) if own is not None else pack(decoder.mask(state))
 
 
-def decoder_session(decoder) -> Session:
-    """A Session walking a ``constraint.Decoder`` from its initial state."""
+def decoder_session(decoder, words: int | None = None) -> Session:
+    """A Session walking a ``constraint.Decoder`` from its initial state; ``words`` given, its
+    masks are written into one buffer of that many int32 words (``bitmask(state, out=)``, the
+    factorized decoders), allocated with the session as the peers' buffers are."""
     state = [decoder.initial()]
+    if words is not None:
+        buf = np.full(words, 0, np.int32)  # written now: its pages are mapped before the walk
+        fill = lambda: decoder.bitmask(state[0], out=buf)  # noqa: E731
+    else:
+        fill = lambda: bitmask(decoder, state[0])  # noqa: E731
 
     def accept(token: int) -> bool:
         try:
@@ -89,7 +96,7 @@ def decoder_session(decoder) -> Session:
             return False
         return True
 
-    return Session(lambda: bitmask(decoder, state[0]), accept, lambda: decoder.is_final(state[0]))
+    return Session(fill, accept, lambda: decoder.is_final(state[0]))
 
 
 class TokfstIndex(Engine):
@@ -128,7 +135,7 @@ class TokfstFactorized(Engine):
     def session(self, compiled: bytes) -> Session:
         from ..bpe import factorized
 
-        return decoder_session(factorized.from_bytes(compiled, self.model))
+        return decoder_session(factorized.from_bytes(compiled, self.model), (self.model.vocab_size + 31) // 32)
 
 
 # ---- peers --------------------------------------------------------------------------------------
@@ -147,7 +154,7 @@ def eos_of(model: TokenizerModel) -> int | None:
 
 
 def _words(size: int) -> np.ndarray:
-    return np.zeros((size + 31) // 32, np.int32)
+    return np.full((size + 31) // 32, 0, np.int32)  # written now: its pages are mapped before the walk
 
 
 class Outlines(Engine):

@@ -97,6 +97,18 @@ class ImplicitBpe:
             out[ok] |= rowmod.lookup(self._rows(), ru[ok], lv[ok])
         return out
 
+    def banned_pair(self, u: int, v: int) -> bool:
+        """``banned`` for one pair, without arrays (a binary search in u's row)."""
+        if not (self.allowed[u] and self.allowed[v] and self.may_continue[u] and self.may_follow[v]):
+            return True
+        ru, lv = int(self.rpos[u]), int(self._lpos()[v])
+        if ru < 0 or lv < 0:
+            return False
+        rows = self._rows()
+        a, b = int(rows.ptr[ru]), int(rows.ptr[ru + 1])
+        j = a + int(np.searchsorted(rows.hi[a:b], lv))
+        return j < b and int(rows.lo[j]) <= lv
+
     def banned_row(self, u: int) -> np.ndarray:
         """BANNED(u) as a bool mask over token ids (cached per token)."""
         cache = self.derived.setdefault("row_cache", {})

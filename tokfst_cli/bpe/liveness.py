@@ -17,8 +17,10 @@ reachable) are computed without materializing the product's arcs, as a least fix
 
 A unit is live if it may end (final state, or a pre-token boundary into a live word start) or
 one of its tokens leads to a live unit. Starting from nothing live and re-evaluating the units
-whose successors changed reaches the least fixpoint. ``Liveness`` then filters a member's mask:
-``live_next(member)`` is the tokens whose successor member is live.
+whose successors changed reaches the least fixpoint. ``Liveness`` then gives a member's mask:
+``live_next(member)`` is the tokens whose successor member is live, ``member_words(member)``
+the packed mask (the unit's live tokens, made at load, minus the class's BANNED row, cleared by
+a compiled kernel at each step: ``bitsets``).
 """
 
 from __future__ import annotations
@@ -27,13 +29,14 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .. import bitsets
 from ..errors import LimitError
 from .explicit import START, fallback_ok
 from .implicit import ImplicitBpe
 from .word import DEAD, WHOLE, Word
 
 Arcs = Callable[[int], tuple[np.ndarray, np.ndarray, int]]  # p -> (token ids, next states, state after a boundary or -1)
-SPARSE = 1024  # a unit with at most this many live tokens answers a class by pair tests
+SPARSE = 1024  # a unit with at most this many live tokens answers a class by a binary search per token
 
 
 def pair_rows(pair_keys: np.ndarray, n_fb: int, p_next: np.ndarray, fb_next: np.ndarray) -> np.ndarray:
@@ -75,9 +78,11 @@ class Liveness:
         self.n_cls = int(word.classes.max()) + 1 if (word.classes >= 0).any() else 0
         self.pair_keys, self.live = pair_keys, live  # live: (pairs, n_cls + 1) bool; column n_cls = WHOLE
         self.special_keys, self.special_live = special_keys, special_live
+        self.nwords = bitsets.words_for(self.imp.vocab_size)
         self._next: dict[tuple, np.ndarray] = {}
-        self._tokens: dict[tuple, np.ndarray] = {}
-        self._sparse: dict[tuple, np.ndarray | None] = {}
+        self._units: dict[tuple, tuple] = {}
+        self._specials: dict[tuple, tuple[np.ndarray, np.ndarray | None]] = {}
+        self._row_bounds: tuple[list[int], list[int]] | None = None
 
     # ---- lookups ------------------------------------------------------------------------
     def special(self, p: int, fb: int, node: int) -> bool:
@@ -96,59 +101,122 @@ class Liveness:
                                                    self.special)
         return got
 
-    def tokens(self, p: int, cls: int, fb: int, node: int) -> np.ndarray:
-        """Bool over token ids: the arcs of p whose successor member is live (cached)."""
-        key = (p, fb) if cls != START and node == DEAD else (p, cls, fb, node)
-        got = self._tokens.get(key)
-        if got is None:
-            labels = self._arcs(p)[0]
-            got = self._tokens[key] = np.zeros(self.imp.vocab_size, bool)
-            got[labels[self.live_next(p, cls, fb, node)]] = True
-        return got
+    def live_ids(self, p: int, cls: int, fb: int, node: int) -> np.ndarray:
+        """Token ids (sorted) of p's arcs whose successor member is live."""
+        return self._arcs(p)[0][self.live_next(p, cls, fb, node)]
 
     def warm(self, budget: int = 1 << 26) -> None:
-        """Compute every unit's live-token mask now (at load, not at a decoding step), while they
-        fit in ``budget`` bytes; past it they are computed on first use."""
+        """Make every unit's packed live tokens now (at load, not at a decoding step), while they
+        fit in ``budget`` bytes; past it they are made on first use."""
         self.word.allowed(START, 0)  # the class-free masks every first step needs
         self.word.step.follow(0)
-        self.imp.banned(np.zeros(2, np.int64), np.zeros(2, np.int64))  # the pair test's tables, built once
-        n = len(self.pair_keys) + len(self.special_keys)
-        if 2 * n * self.imp.vocab_size > budget:  # live tokens, and them cut to follow(fb)
-            return
+        self._class_rows()
+        used = 0
         for key in self.pair_keys.tolist():
-            self._base(*divmod(key, self.n_fb))
+            ids, _, words = self._unit(*divmod(key, self.n_fb))
+            used += 16 * len(ids) if words is None else words.nbytes
+            if used > budget:
+                return
         for key in self.special_keys.tolist():
             p, fb, node, cls = special_unit(key, self.n_fb, self.word)
-            self.tokens(p, cls, fb, node)
+            ids, words = self._special(p, cls, fb, node)
+            used += 8 * len(ids) if words is None else words.nbytes
+            if used > budget:
+                return
 
-    def _base(self, p: int, fb: int) -> tuple[np.ndarray, np.ndarray | None]:
-        """Unit (p, fb)'s live tokens cut to ``follow(fb)``, and their ids when at most SPARSE (cached)."""
-        key = ("follow", p, fb)
-        base = self._tokens.get(key)
-        if base is None:
-            base = self._tokens[key] = self.tokens(p, 0, fb, DEAD) & self.word.step.follow(fb)
-            ids = np.flatnonzero(base)
-            self._sparse[key] = ids if len(ids) <= SPARSE else None
-        return base, self._sparse[key]
+    def _unit(self, p: int, fb: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """Generic unit (p, fb): its live tokens cut to ``follow(fb)``, as (ids, left positions,
+        None) in left-spine order when at most SPARSE, else (ids, None, packed words) (cached)."""
+        key = (p, fb)
+        got = self._units.get(key)
+        if got is None:
+            ids = self.live_ids(p, 0, fb, DEAD)
+            ids = ids[self.word.step.follow(fb)[ids]]
+            if len(ids) <= SPARSE:  # in left-spine order, for ``bitsets.set_outside``'s merge
+                lpos = self.imp._lpos()[ids]
+                order = np.argsort(lpos, kind="stable")
+                got = (ids[order], lpos[order], None)
+            else:
+                got = (ids, None, bitsets.from_ids(ids, self.nwords))
+            self._units[key] = got
+        return got
 
-    def member_mask(self, p: int, cls: int, fb: int, node: int) -> np.ndarray:
-        """The member's mask: its live tokens that A_BPE allows after ``cls`` (a new array). For an
-        ordinary class the live tokens are cut to ``follow(fb)`` once per unit, then only the
-        class's BANNED ids are cleared."""
-        word = self.word
-        if cls < 0 or node != DEAD:  # START, WHOLE, or a node of the ignore_merges trie
-            return self.tokens(p, cls, fb, node) & word.allowed(cls, fb)
-        if not word.step.continues(cls):
-            return np.zeros(self.imp.vocab_size, bool)
-        base, few = self._base(p, fb)
-        if few is not None:  # a few live tokens: test each pair instead of clearing the whole row
-            rep = np.full(len(few), word.step.reps[cls], np.int64)
-            m = np.zeros(self.imp.vocab_size, bool)
-            m[few[~self.imp.banned(rep, few)]] = True
-            return m
-        m = base.copy()
-        m[word.step.banned_ids(cls)] = False
-        return m
+    def _special(self, p: int, cls: int, fb: int, node: int) -> tuple[np.ndarray, np.ndarray | None]:
+        """A special member (START, WHOLE or a trie node): its live tokens that A_BPE allows
+        after ``cls``, as (ids, None) when at most SPARSE, else (ids, packed words, read-only)
+        (cached)."""
+        key = (p, cls, fb, node)
+        got = self._specials.get(key)
+        if got is None:
+            ids = self.live_ids(p, cls, fb, node)
+            ids = ids[self.word.allowed(cls, fb)[ids]]
+            words = None
+            if len(ids) > SPARSE:
+                words = bitsets.from_ids(ids, self.nwords)
+                words.flags.writeable = False
+            got = self._specials[key] = (ids, words)
+        return got
+
+    def _class_rows(self) -> tuple[list[int], list[int]]:
+        """Per class, the bounds a:b of its BANNED row in ``rows.lo``/``rows.hi`` (a = -1: the
+        class ends every word, nothing follows it), as lists: one index per step, no arrays."""
+        if self._row_bounds is None:
+            imp, n_cls = self.imp, self.n_cls
+            reps = self.word.step.rep_ids[:n_cls]
+            ru = imp.rpos[reps].astype(np.int64)
+            ptr = imp._rows().ptr
+            a = np.where(ru >= 0, ptr[np.maximum(ru, 0)], 0)
+            b = np.where(ru >= 0, ptr[np.maximum(ru, 0) + 1], 0)
+            a = np.where(imp.may_continue[reps], a, -1)
+            self._row_bounds = (a.tolist(), b.tolist())
+        return self._row_bounds
+
+    def member_words(self, p: int, cls: int, fb: int, node: int) -> np.ndarray:
+        """One member's mask, packed: ``words([member])``."""
+        return self.words(((p, cls, fb, node),))
+
+    def words(self, members, out: np.ndarray | None = None) -> np.ndarray:
+        """The union of the members' masks, packed (``bitsets``): each member's live tokens that
+        A_BPE allows after its class. A special member's (START, WHOLE, a node of the
+        ignore_merges trie) is made at load; an ordinary class's is the unit's live tokens minus
+        the class's BANNED row (left-spine intervals), written by a compiled kernel into the
+        result: ``out`` (uint32 words, filled in place: no allocation per step, as the peers'
+        fill APIs), else a new array, or a shared read-only one for a lone special member.
+        Sets of at most SPARSE ids are kept as ids and set bit by bit: a step reads no more
+        memory than it must."""
+        full, sparse, few, dense = [], [], [], []
+        ra, rb = self._class_rows()
+        for p, cls, fb, node in members:
+            if cls < 0 or node != DEAD:
+                ids, words = self._special(p, cls, fb, node)
+                (sparse if words is None else full).append(ids if words is None else words)
+            elif ra[cls] >= 0:  # else nothing follows this class inside a word
+                ids, lpos, words = self._unit(p, fb)
+                (few if words is None else dense).append((ids, lpos, words, ra[cls], rb[cls]))
+        if out is not None and len(out) != self.nwords:  # the kernels do not check bounds
+            raise ValueError(f"out has {len(out)} words; this vocabulary needs {self.nwords}")
+        if out is None:
+            if len(full) == 1 and not (sparse or few or dense):
+                return full[0]
+            out = np.empty(self.nwords, bitsets.WORD)
+        rows, lorder = self.imp._rows(), self.imp.lorder
+        if dense:  # the first dense member is made in place, before any other bit is set
+            _, _, words, a, b = dense[0]
+            np.copyto(out, words)
+            bitsets.clear_intervals(out, rows.lo, rows.hi, a, b, lorder)
+            for _, _, words, a, b in dense[1:]:
+                np.bitwise_or(out, bitsets.clear_intervals(words.copy(), rows.lo, rows.hi, a, b, lorder), out=out)
+        elif full:
+            np.copyto(out, full.pop())
+        else:
+            out.fill(0)
+        for w in full:
+            np.bitwise_or(out, w, out=out)
+        for ids in sparse:
+            bitsets.set_ids(out, ids)
+        for ids, lpos, _, a, b in few:  # a few live tokens, merged with the row's intervals
+            bitsets.set_outside_into(out, ids, lpos, rows.lo, rows.hi, a, b)
+        return out
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         return {"pair_keys": self.pair_keys, "live_bits": np.packbits(self.live, axis=1),
@@ -169,7 +237,7 @@ class _ClassRows:
 
     def __init__(self, imp: ImplicitBpe, word: Word, n_cls: int):
         rows = imp._rows()
-        reps = np.array([word.step.reps[c] for c in range(n_cls)], np.int64)  # classes are numbered 0..n_cls-1
+        reps = word.step.rep_ids[:n_cls]  # classes are numbered 0..n_cls-1
         self.cont = imp.may_continue[reps]
         self.ends = imp.may_end[reps]
         r = imp.rpos[reps].astype(np.int64)

@@ -23,7 +23,8 @@ import pynini
 
 from ..artifacts import fst_from_arrays
 from ..errors import DisallowedTokenError, EmptyLanguageError, LimitError
-from ..matcher import Steps
+from ..bitsets import as_int32, as_words
+from ..matcher import Steps, unpack
 from .implicit import ImplicitBpe
 from .product import sorted_arcs_reader
 from .word import START, Word
@@ -145,11 +146,12 @@ class MarkedFactorized(Steps):
         return self._closure({(self.start, START, 0, 0)})
 
     def mask(self, state: frozenset[Member]) -> np.ndarray:
-        m = None
-        for p, c, fb, node in state:
-            x = self.live.member_mask(p, c, fb, node)
-            m = x if m is None else np.bitwise_or(m, x, out=m)
-        return m if m is not None else np.zeros(self.imp.vocab_size, bool)
+        return unpack(self.bitmask(state), self.imp.vocab_size)
+
+    def bitmask(self, state: frozenset[Member], out: np.ndarray | None = None) -> np.ndarray:
+        """The union of the members' masks as packed int32 words: written into ``out`` (int32,
+        one word per 32 token ids) if given, else a new or shared read-only array."""
+        return as_int32(self.live.words(state, as_words(out)))
 
     def advance(self, state: frozenset[Member], token: int) -> frozenset[Member]:
         nxt: set[Member] = set()
@@ -158,8 +160,7 @@ class MarkedFactorized(Steps):
             labels, nexts, _ = self.arcs(p)
             i = int(np.searchsorted(labels, token))
             if i < len(labels) and labels[i] == token and self.word.allows(c, fb, token):
-                cs, fs, ns = self.word.after(c, fb, node, labels[i:i + 1])
-                nxt.add((int(nexts[i]), int(cs[0]), int(fs[0]), int(ns[0])))
+                nxt.add((int(nexts[i]), *self.word.after_one(c, fb, node, token)))
                 live = live or bool(self.live.live_next(p, c, fb, node)[i])
         if not live:
             raise DisallowedTokenError(token, state)

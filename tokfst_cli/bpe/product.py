@@ -17,7 +17,8 @@ import pynini
 
 from ..artifacts import fst_from_arrays
 from ..errors import DisallowedTokenError, EmptyLanguageError, LimitError
-from ..matcher import Steps
+from ..bitsets import as_int32, as_words
+from ..matcher import Steps, unpack
 from .explicit import START, ignore_merges_correction
 from .implicit import ImplicitBpe
 from .word import Word, stepper
@@ -140,7 +141,12 @@ class Factorized(Steps):
 
     def mask(self, state: State) -> np.ndarray:
         """Bool mask over token ids: the tokens after which a canonical completion exists."""
-        return self.live.member_mask(*state)
+        return unpack(self.bitmask(state), self.imp.vocab_size)
+
+    def bitmask(self, state: State, out: np.ndarray | None = None) -> np.ndarray:
+        """``mask(state)`` as packed int32 words: written into ``out`` (int32, one word per 32
+        token ids) if given, else a new or shared read-only array."""
+        return as_int32(self.live.words((state,), as_words(out)))
 
     def advance(self, state: State, token: int) -> State:
         p, cls, fb, node = state
@@ -149,8 +155,7 @@ class Factorized(Steps):
         if not (i < len(labels) and labels[i] == token and self.word.allows(cls, fb, token)
                 and self.live.live_next(p, cls, fb, node)[i]):
             raise DisallowedTokenError(token, state)
-        cs, fs, ns = self.word.after(cls, fb, node, labels[i:i + 1])
-        return (int(nexts[i]), int(cs[0]), int(fs[0]), int(ns[0]))
+        return (int(nexts[i]), *self.word.after_one(cls, fb, node, token))
 
     def is_final(self, state: State) -> bool:
         p, cls, fb, node = state

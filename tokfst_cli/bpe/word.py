@@ -29,6 +29,7 @@ class Stepper:
         self.classes = imp.classes()
         ids, first = np.unique(self.classes, return_index=True)
         self.reps = dict(zip(ids.tolist(), first.tolist()))
+        self.rep_ids = first[ids >= 0].astype(np.int64)  # classes are 0..n-1: the representative of each
         self._masks: dict[tuple[int, int], np.ndarray] = {}
         self._next_fb: dict[int, np.ndarray] = {}
 
@@ -144,7 +145,7 @@ class Word:
         if cls == START:
             ok = bool(imp.may_start[t])
         else:
-            ok = not bool(imp.banned(np.array([self.step.reps[cls]]), np.array([t]))[0])
+            ok = not imp.banned_pair(self.step.reps[cls], t)
         b = int(imp.fb_byte[t])
         if fb != 0 and b < 0:
             return False
@@ -167,6 +168,12 @@ class Word:
         if cls == START and self.has_alone:
             n = np.where(self.imp.alone[labels], DEAD, n)
         return c, f, n
+
+    def after_one(self, cls: int, fb: int, node: int, t: int) -> tuple[int, int, int]:
+        """``after`` for one token t (allowed): (class, fb, node), without arrays."""
+        if cls == START and self.has_alone and self.imp.alone[t]:
+            return WHOLE, 0, DEAD
+        return (int(self.classes[t]), *self.after1(fb, node, t))
 
     def after1(self, fb: int, node: int, t: int) -> tuple[int, int]:
         """(fb, node) after one token t inside a word (not a whole-word token): ``after`` for one."""
