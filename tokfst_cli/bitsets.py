@@ -16,13 +16,13 @@ vocabulary), so the two per-step operations are numba kernels over the words the
 - ``set_outside``: set the bits of those of a few ids whose left positions lie in no interval
   (a unit with few live tokens, kept in left-spine order: one merge with the row's intervals).
 
-Kernels are compiled once per machine and cached on disk (numba's ``cache=True``).
+The kernels (``bitset_kernels``) are compiled once per machine and cached on disk (numba's
+``cache=True``); numba is imported on the first kernel call, not with this module.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 WORD = np.uint32
 
@@ -32,32 +32,18 @@ def words_for(vocab_size: int) -> int:
     return (vocab_size + 31) // 32
 
 
-@njit(cache=True, nogil=True)
-def _set_ids(words, ids):  # pragma: no cover - compiled
-    for i in range(ids.shape[0]):
-        t = ids[i]
-        words[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+_KERNELS = None
 
 
-@njit(cache=True, nogil=True)
-def _clear_intervals(words, lo, hi, a, b, lorder):  # pragma: no cover - compiled
-    for k in range(a, b):
-        for pos in range(lo[k], hi[k] + 1):
-            t = lorder[pos]
-            words[t >> 5] &= ~(np.uint32(1) << np.uint32(t & 31))
+def _kernels():
+    """The compiled kernels (``bitset_kernels``), imported on first use: numba and LLVM load only
+    in a process that makes masks."""
+    global _KERNELS
+    if _KERNELS is None:
+        from . import bitset_kernels
 
-
-@njit(cache=True, nogil=True)
-def _set_outside(words, ids, lpos, lo, hi, a, b):  # pragma: no cover - compiled
-    n, j = b, a
-    for i in range(ids.shape[0]):  # lpos ascending: one merge with the intervals
-        lp = lpos[i]
-        while j < n and hi[j] < lp:
-            j += 1
-        if lp >= 0 and j < n and lo[j] <= lp:
-            continue
-        t = ids[i]
-        words[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+        _KERNELS = bitset_kernels
+    return _KERNELS
 
 
 def from_ids(ids: np.ndarray, nwords: int) -> np.ndarray:
@@ -67,14 +53,14 @@ def from_ids(ids: np.ndarray, nwords: int) -> np.ndarray:
 
 def set_ids(words: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """Set, in ``words``, the bits of the token ids ``ids`` (int64); returns ``words``."""
-    _set_ids(words, ids)
+    (_KERNELS or _kernels()).set_ids(words, ids)
     return words
 
 
 def clear_intervals(words: np.ndarray, lo: np.ndarray, hi: np.ndarray, a: int, b: int,
                     lorder: np.ndarray) -> np.ndarray:
     """Clear, in place, the bits of ``lorder[lo[k]:hi[k] + 1]`` for a <= k < b; returns ``words``."""
-    _clear_intervals(words, lo, hi, a, b, lorder)
+    (_KERNELS or _kernels()).clear_intervals(words, lo, hi, a, b, lorder)
     return words
 
 
@@ -82,7 +68,7 @@ def set_outside_into(words: np.ndarray, ids: np.ndarray, lpos: np.ndarray, lo: n
                      a: int, b: int) -> np.ndarray:
     """Set, in ``words``, the bits of the ids whose left position (``lpos``, ascending; -1: none)
     lies in no interval [lo[k], hi[k]], a <= k < b (sorted, disjoint); returns ``words``."""
-    _set_outside(words, ids, lpos, lo, hi, a, b)
+    (_KERNELS or _kernels()).set_outside(words, ids, lpos, lo, hi, a, b)
     return words
 
 

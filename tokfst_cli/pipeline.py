@@ -99,6 +99,9 @@ class Result:
         from .constraint import FstDecoder
 
         if not self.materialized:
+            live = getattr(self.lazy, "live", None)  # factorized BPE: its units' live tokens made now
+            if live is not None and hasattr(live, "warm") and not live.warmed:
+                live.warm()
             return self.lazy
         decoder = FstDecoder(self.fst, self.model.vocab_size, self.model if self.terminals else None)
         decoder.healing = self.healing

@@ -194,3 +194,18 @@ def test_one_token_steps_equal_the_vectorized_ones(tokenizer, name):
         for cls in (START, int(word.classes[ok[0]])):
             cs, fs, ns = word.after(cls, fb, DEAD, ok)
             assert [word.after_one(cls, fb, DEAD, int(t)) for t in ok] == list(zip(cs.tolist(), fs.tolist(), ns.tolist()))
+
+
+def test_writing_a_factorized_artifact_does_not_load_numba():
+    """numba (LLVM: about 0.5 s and 100 MB) loads only in a process that makes masks: promotion to
+    the factorized form does not; the first mask does."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom tokfst_cli import pipeline, tokenizer\n"
+            "r = pipeline.build(tokenizer.load('gpt2'), '(ab|abc)( x)?', canonical=True, "
+            "limits=pipeline.Limits(max_arcs=1))\n"
+            "data = r.to_bytes()\nprint('numba' in sys.modules)\n"
+            "d = r.decoder()\nd.bitmask(d.initial())\nprint('numba' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
+    assert out.stdout.split() == ["False", "True"]

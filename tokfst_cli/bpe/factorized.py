@@ -137,6 +137,8 @@ def _with_live(kind, arcs, finals, start, imp, live, damaged):
     from .liveness import Liveness
 
     try:
-        return kind(arcs, finals, start, imp, live=lambda word, arcs3: Liveness.from_arrays(word, arcs3, live))
+        decoder = kind(arcs, finals, start, imp, live=lambda word, arcs3: Liveness.from_arrays(word, arcs3, live))
     except ValueError:
         raise damaged("co-reachability table") from None
+    decoder.live.warm()  # every unit's live tokens made at load, not at a decoding step
+    return decoder

@@ -83,6 +83,7 @@ class Liveness:
         self._units: dict[tuple, tuple] = {}
         self._specials: dict[tuple, tuple[np.ndarray, np.ndarray | None]] = {}
         self._row_bounds: tuple[list[int], list[int]] | None = None
+        self.warmed = False  # ``warm`` has run (at load; else before the first mask)
 
     # ---- lookups ------------------------------------------------------------------------
     def special(self, p: int, fb: int, node: int) -> bool:
@@ -108,6 +109,7 @@ class Liveness:
     def warm(self, budget: int = 1 << 26) -> None:
         """Make every unit's packed live tokens now (at load, not at a decoding step), while they
         fit in ``budget`` bytes; past it they are made on first use."""
+        self.warmed = True
         self.word.allowed(START, 0)  # the class-free masks every first step needs
         self.word.step.follow(0)
         self._class_rows()
@@ -184,6 +186,8 @@ class Liveness:
         fill APIs), else a new array, or a shared read-only one for a lone special member.
         Sets of at most SPARSE ids are kept as ids and set bit by bit: a step reads no more
         memory than it must."""
+        if not self.warmed:
+            self.warm()
         full, sparse, few, dense = [], [], [], []
         ra, rb = self._class_rows()
         for p, cls, fb, node in members:

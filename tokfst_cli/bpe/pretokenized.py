@@ -121,7 +121,6 @@ class MarkedFactorized(Steps):
         self.bound = imp.vocab_size
         self._cache: dict[int, tuple[np.ndarray, np.ndarray, int]] = {}
         self.live = live(self.word, self.arcs) if live is not None else compute(self.word, self.arcs, finals, start)
-        self.live.warm()
 
     def arcs(self, p: int) -> tuple[np.ndarray, np.ndarray, int]:
         """Token ids, next states, and the state after a boundary (-1: none) of S_M's state p."""

@@ -117,7 +117,6 @@ class Factorized(Steps):
         self.word = Word(imp)
         self._cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.live = live(self.word, self.arcs3) if live is not None else compute(self.word, self.arcs3, finals, start)
-        self.live.warm()
 
     def arcs(self, p: int) -> tuple[np.ndarray, np.ndarray]:
         got = self._cache.get(p)

@@ -1,0 +1,37 @@
+"""The compiled kernels of ``bitsets`` (numba, cached on disk): bits of token ids set or cleared
+in packed little-endian 32-bit words, bit ``t % 32`` of word ``t // 32``. Imported lazily by
+``bitsets``: importing numba loads LLVM (about 0.5 s and 100 MB), which only a process that
+makes factorized masks needs."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True, nogil=True)
+def set_ids(words, ids):  # pragma: no cover - compiled
+    for i in range(ids.shape[0]):
+        t = ids[i]
+        words[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+
+
+@njit(cache=True, nogil=True)
+def clear_intervals(words, lo, hi, a, b, lorder):  # pragma: no cover - compiled
+    for k in range(a, b):
+        for pos in range(lo[k], hi[k] + 1):
+            t = lorder[pos]
+            words[t >> 5] &= ~(np.uint32(1) << np.uint32(t & 31))
+
+
+@njit(cache=True, nogil=True)
+def set_outside(words, ids, lpos, lo, hi, a, b):  # pragma: no cover - compiled
+    n, j = b, a
+    for i in range(ids.shape[0]):  # lpos ascending: one merge with the intervals
+        lp = lpos[i]
+        while j < n and hi[j] < lp:
+            j += 1
+        if lp >= 0 and j < n and lo[j] <= lp:
+            continue
+        t = ids[i]
+        words[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
