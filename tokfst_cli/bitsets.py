@@ -35,7 +35,7 @@ def words_for(vocab_size: int) -> int:
 _KERNELS = None
 
 
-def _kernels():
+def kernels():
     """The compiled kernels (``bitset_kernels``), imported on first use: numba and LLVM load only
     in a process that makes masks."""
     global _KERNELS
@@ -53,14 +53,14 @@ def from_ids(ids: np.ndarray, nwords: int) -> np.ndarray:
 
 def set_ids(words: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """Set, in ``words``, the bits of the token ids ``ids`` (int64); returns ``words``."""
-    (_KERNELS or _kernels()).set_ids(words, ids)
+    (_KERNELS or kernels()).set_ids(words, ids)
     return words
 
 
 def clear_intervals(words: np.ndarray, lo: np.ndarray, hi: np.ndarray, a: int, b: int,
                     lorder: np.ndarray) -> np.ndarray:
     """Clear, in place, the bits of ``lorder[lo[k]:hi[k] + 1]`` for a <= k < b; returns ``words``."""
-    (_KERNELS or _kernels()).clear_intervals(words, lo, hi, a, b, lorder)
+    (_KERNELS or kernels()).clear_intervals(words, lo, hi, a, b, lorder)
     return words
 
 
@@ -68,7 +68,7 @@ def set_outside_into(words: np.ndarray, ids: np.ndarray, lpos: np.ndarray, lo: n
                      a: int, b: int) -> np.ndarray:
     """Set, in ``words``, the bits of the ids whose left position (``lpos``, ascending; -1: none)
     lies in no interval [lo[k], hi[k]], a <= k < b (sorted, disjoint); returns ``words``."""
-    (_KERNELS or _kernels()).set_outside(words, ids, lpos, lo, hi, a, b)
+    (_KERNELS or kernels()).set_outside(words, ids, lpos, lo, hi, a, b)
     return words
 
 

@@ -112,7 +112,9 @@ class Liveness:
         self.warmed = True
         self.word.allowed(START, 0)  # the class-free masks every first step needs
         self.word.step.follow(0)
-        self._class_rows()
+        rows = self.imp._rows()  # what a step reads, as attributes: no lookups per step
+        self._ra, self._rb = self._class_rows()
+        self._lo, self._hi, self._lorder, self._k = rows.lo, rows.hi, self.imp.lorder, bitsets.kernels()
         used = 0
         for key in self.pair_keys.tolist():
             ids, _, words = self._unit(*divmod(key, self.n_fb))
@@ -189,13 +191,14 @@ class Liveness:
         if not self.warmed:
             self.warm()
         full, sparse, few, dense = [], [], [], []
-        ra, rb = self._class_rows()
-        for p, cls, fb, node in members:
+        ra, rb, specials, units = self._ra, self._rb, self._specials, self._units
+        for m in members:
+            p, cls, fb, node = m
             if cls < 0 or node != DEAD:
-                ids, words = self._special(p, cls, fb, node)
+                ids, words = specials.get(m) or self._special(p, cls, fb, node)
                 (sparse if words is None else full).append(ids if words is None else words)
             elif ra[cls] >= 0:  # else nothing follows this class inside a word
-                ids, lpos, words = self._unit(p, fb)
+                ids, lpos, words = units.get((p, fb)) or self._unit(p, fb)
                 (few if words is None else dense).append((ids, lpos, words, ra[cls], rb[cls]))
         if out is not None and len(out) != self.nwords:  # the kernels do not check bounds
             raise ValueError(f"out has {len(out)} words; this vocabulary needs {self.nwords}")
@@ -203,13 +206,15 @@ class Liveness:
             if len(full) == 1 and not (sparse or few or dense):
                 return full[0]
             out = np.empty(self.nwords, bitsets.WORD)
-        rows, lorder = self.imp._rows(), self.imp.lorder
+        k, lo, hi, lorder = self._k, self._lo, self._hi, self._lorder
         if dense:  # the first dense member is made in place, before any other bit is set
             _, _, words, a, b = dense[0]
             np.copyto(out, words)
-            bitsets.clear_intervals(out, rows.lo, rows.hi, a, b, lorder)
+            k.clear_intervals(out, lo, hi, a, b, lorder)
             for _, _, words, a, b in dense[1:]:
-                np.bitwise_or(out, bitsets.clear_intervals(words.copy(), rows.lo, rows.hi, a, b, lorder), out=out)
+                w = words.copy()
+                k.clear_intervals(w, lo, hi, a, b, lorder)
+                np.bitwise_or(out, w, out=out)
         elif full:
             np.copyto(out, full.pop())
         else:
@@ -217,9 +222,9 @@ class Liveness:
         for w in full:
             np.bitwise_or(out, w, out=out)
         for ids in sparse:
-            bitsets.set_ids(out, ids)
+            k.set_ids(out, ids)
         for ids, lpos, _, a, b in few:  # a few live tokens, merged with the row's intervals
-            bitsets.set_outside_into(out, ids, lpos, rows.lo, rows.hi, a, b)
+            k.set_outside(out, ids, lpos, lo, hi, a, b)
         return out
 
     def to_arrays(self) -> dict[str, np.ndarray]:
