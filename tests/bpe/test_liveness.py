@@ -174,6 +174,12 @@ def test_masks_made_on_first_use_equal_those_made_at_load(tokenizer):
     assert cold.live._units and cold.live._specials
     state = warm.initial()
     assert (warm.bitmask(state) == cold.bitmask(state)).all() and not warm.bitmask(state).flags.writeable
+    buf = np.full(len(warm.bitmask(state)), -1, np.int32)  # out=: every word written, garbage included
+    for t in np.flatnonzero(warm.mask(state))[:50].tolist():
+        nxt = warm.advance(state, t)
+        assert warm.bitmask(nxt, out=buf) is not None and (buf == warm.bitmask(nxt)).all()
+    with pytest.raises(ValueError, match="words"):
+        warm.bitmask(state, out=buf[:-1])
 
 
 @pytest.mark.parametrize("name", ["gpt2", "llama2"])
