@@ -47,7 +47,8 @@ def test_from_ids_is_pack(case):
 def test_clear_intervals_removes_exactly_the_rows_ids(case):
     v, lorder, lo, hi, ids = case
     words = bitsets.from_ids(ids, bitsets.words_for(v))
-    got = unpack(bitsets.as_int32(bitsets.clear_intervals(words, lo, hi, 0, len(lo), lorder)), v)
+    bitsets.kernels().clear_intervals(words, lo, hi, 0, len(lo), lorder)
+    got = unpack(bitsets.as_int32(words), v)
     m = np.zeros(v, bool)
     m[ids] = True
     assert (got == (m & ~banned(v, lorder, lo, hi))).all()
@@ -62,7 +63,9 @@ def test_set_outside_keeps_the_ids_outside_every_interval(case, unplaced):
     if unplaced and v:  # ids without a left position (-1) are never banned
         lpos[ids[::2]] = -1
     order = np.argsort(lpos[ids], kind="stable")  # the kernel takes the ids in left-spine order
-    got = unpack(bitsets.as_int32(bitsets.set_outside_into(np.zeros(bitsets.words_for(v), bitsets.WORD), ids[order], lpos[ids][order], lo, hi, 0, len(lo))), v)
+    words = np.zeros(bitsets.words_for(v), bitsets.WORD)
+    bitsets.kernels().set_outside(words, ids[order], lpos[ids][order], lo, hi, 0, len(lo))
+    got = unpack(bitsets.as_int32(words), v)
     inside = banned(v, lorder, lo, hi) & (lpos >= 0)
     m = np.zeros(v, bool)
     m[ids] = True

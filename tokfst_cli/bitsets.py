@@ -9,7 +9,8 @@ of canonical BPE (``bpe.liveness``) builds one per decoding step as
 where BANNED is a handful of intervals of A_BPE's left-spine order (``bpe.rows``): the banned
 token ids are ``lorder[lo:hi + 1]`` per interval. NumPy pays a call per step of that (the
 interval expansion, the gather, the scatter and the packing, each a fresh array over the
-vocabulary), so the two per-step operations are numba kernels over the words themselves:
+vocabulary), so the two per-step operations are numba kernels over the words themselves
+(``kernels()``; ``bpe.liveness`` calls them directly):
 
 - ``clear_intervals``: clear the bits of ``lorder[lo[k]:hi[k] + 1]`` for every k (a unit with
   many live tokens: its words are copied, then the class's BANNED ids cleared);
@@ -54,21 +55,6 @@ def from_ids(ids: np.ndarray, nwords: int) -> np.ndarray:
 def set_ids(words: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """Set, in ``words``, the bits of the token ids ``ids`` (int64); returns ``words``."""
     (_KERNELS or kernels()).set_ids(words, ids)
-    return words
-
-
-def clear_intervals(words: np.ndarray, lo: np.ndarray, hi: np.ndarray, a: int, b: int,
-                    lorder: np.ndarray) -> np.ndarray:
-    """Clear, in place, the bits of ``lorder[lo[k]:hi[k] + 1]`` for a <= k < b; returns ``words``."""
-    (_KERNELS or kernels()).clear_intervals(words, lo, hi, a, b, lorder)
-    return words
-
-
-def set_outside_into(words: np.ndarray, ids: np.ndarray, lpos: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-                     a: int, b: int) -> np.ndarray:
-    """Set, in ``words``, the bits of the ids whose left position (``lpos``, ascending; -1: none)
-    lies in no interval [lo[k], hi[k]], a <= k < b (sorted, disjoint); returns ``words``."""
-    (_KERNELS or kernels()).set_outside(words, ids, lpos, lo, hi, a, b)
     return words
 
 

@@ -29,6 +29,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..bitsets import words_for
 from ..errors import DisallowedTokenError
 from ..matcher import pack
 from ..tokenizer import TokenizerModel
@@ -135,7 +136,7 @@ class TokfstFactorized(Engine):
     def session(self, compiled: bytes) -> Session:
         from ..bpe import factorized
 
-        return decoder_session(factorized.from_bytes(compiled, self.model), (self.model.vocab_size + 31) // 32)
+        return decoder_session(factorized.from_bytes(compiled, self.model), words_for(self.model.vocab_size))
 
 
 # ---- peers --------------------------------------------------------------------------------------
@@ -154,7 +155,7 @@ def eos_of(model: TokenizerModel) -> int | None:
 
 
 def _words(size: int) -> np.ndarray:
-    return np.full((size + 31) // 32, 0, np.int32)  # written now: its pages are mapped before the walk
+    return np.full(words_for(size), 0, np.int32)  # written now: its pages are mapped before the walk
 
 
 class Outlines(Engine):

@@ -36,7 +36,7 @@ from .implicit import ImplicitBpe
 from .word import DEAD, WHOLE, Word
 
 Arcs = Callable[[int], tuple[np.ndarray, np.ndarray, int]]  # p -> (token ids, next states, state after a boundary or -1)
-SPARSE = 1024  # a unit with at most this many live tokens answers a class by a binary search per token
+SPARSE = 1024  # a unit with at most this many live tokens keeps ids (merged with a class's row per step)
 
 
 def pair_rows(pair_keys: np.ndarray, n_fb: int, p_next: np.ndarray, fb_next: np.ndarray) -> np.ndarray:
@@ -81,7 +81,7 @@ class Liveness:
         self.nwords = bitsets.words_for(self.imp.vocab_size)
         self._next: dict[tuple, np.ndarray] = {}
         self._units: dict[tuple, tuple] = {}
-        self._specials: dict[tuple, tuple[np.ndarray, np.ndarray | None]] = {}
+        self._specials: dict[tuple, tuple] = {}  # (ids, None) or (None, packed words)
         self._row_bounds: tuple[list[int], list[int]] | None = None
         self.warmed = False  # ``warm`` has run (at load; else before the first mask)
 
@@ -117,20 +117,20 @@ class Liveness:
         self._lo, self._hi, self._lorder, self._k = rows.lo, rows.hi, self.imp.lorder, bitsets.kernels()
         used = 0
         for key in self.pair_keys.tolist():
-            ids, _, words = self._unit(*divmod(key, self.n_fb))
-            used += 16 * len(ids) if words is None else words.nbytes
+            ids, lpos, words = self._unit(*divmod(key, self.n_fb))
+            used += ids.nbytes + lpos.nbytes if words is None else words.nbytes
             if used > budget:
                 return
         for key in self.special_keys.tolist():
             p, fb, node, cls = special_unit(key, self.n_fb, self.word)
             ids, words = self._special(p, cls, fb, node)
-            used += 8 * len(ids) if words is None else words.nbytes
+            used += ids.nbytes if words is None else words.nbytes
             if used > budget:
                 return
 
-    def _unit(self, p: int, fb: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    def _unit(self, p: int, fb: int) -> tuple:
         """Generic unit (p, fb): its live tokens cut to ``follow(fb)``, as (ids, left positions,
-        None) in left-spine order when at most SPARSE, else (ids, None, packed words) (cached)."""
+        None) in left-spine order when at most SPARSE, else (None, None, packed words) (cached)."""
         key = (p, fb)
         got = self._units.get(key)
         if got is None:
@@ -141,13 +141,13 @@ class Liveness:
                 order = np.argsort(lpos, kind="stable")
                 got = (ids[order], lpos[order], None)
             else:
-                got = (ids, None, bitsets.from_ids(ids, self.nwords))
+                got = (None, None, bitsets.from_ids(ids, self.nwords))
             self._units[key] = got
         return got
 
-    def _special(self, p: int, cls: int, fb: int, node: int) -> tuple[np.ndarray, np.ndarray | None]:
+    def _special(self, p: int, cls: int, fb: int, node: int) -> tuple:
         """A special member (START, WHOLE or a trie node): its live tokens that A_BPE allows
-        after ``cls``, as (ids, None) when at most SPARSE, else (ids, packed words, read-only)
+        after ``cls``, as (ids, None) when at most SPARSE, else (None, packed words, read-only)
         (cached)."""
         key = (p, cls, fb, node)
         got = self._specials.get(key)
@@ -156,7 +156,7 @@ class Liveness:
             ids = ids[self.word.allowed(cls, fb)[ids]]
             words = None
             if len(ids) > SPARSE:
-                words = bitsets.from_ids(ids, self.nwords)
+                ids, words = None, bitsets.from_ids(ids, self.nwords)
                 words.flags.writeable = False
             got = self._specials[key] = (ids, words)
         return got
