@@ -163,6 +163,9 @@ def test_a_worker_out_of_memory_is_memory(tmp_path, monkeypatch):
     fresh worker. The refusals need no memory."""
     d = _dir(tmp_path, ["pattern.json", "rc3-auth-0.0.3.json", "renovate.json"])
     monkeypatch.setattr(schema_workers, "MAX_MEMORY", 4 << 20)
+    # an empty cache of its own: with the shared one warmed by other test files (make test), the
+    # worker read what it would build and fit in the margin, so the outcome hung on test order
+    monkeypatch.setenv("TOKFST_CACHE", str(tmp_path / "cache"))
     rows, _ = schema_workers.run_engine("tokfst", "gpt2", sorted(d.iterdir()), 1, 120.0, lambda _: None)
     assert {n: r["status"] for n, r in rows.items()} == {"pattern.json": "refused", "rc3-auth-0.0.3.json": "memory",
                                                          "renovate.json": "refused"}
