@@ -3,6 +3,10 @@ NumPy's own packing and interval arithmetic, on random id sets and BANNED-like r
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -70,3 +74,37 @@ def test_set_outside_keeps_the_ids_outside_every_interval(case, unplaced):
     m = np.zeros(v, bool)
     m[ids] = True
     assert (got == (m & ~inside)).all()
+
+
+UNCACHED = """
+import json, sys
+import numba.core.caching as caching
+caching.CacheImpl._locator_classes = []  # as where no cache directory is writable: numba cannot cache
+import json
+import subprocess
+import sys
+
+import numpy as np
+from tokfst_cli import bitsets
+k = bitsets.kernels()
+ids, lorder, lo, hi = (np.array(x, np.int64) for x in json.load(sys.stdin))
+words = bitsets.from_ids(ids, bitsets.words_for(len(lorder)))
+k.clear_intervals(words, lo, hi, 0, len(lo), lorder)
+print(json.dumps({"cached": k.CACHED, "words": words.tolist()}))
+"""
+
+
+def test_kernels_compile_in_memory_where_numba_cannot_cache():
+    """No writable cache directory (numba finds no cache locator): the kernels are compiled
+    without a disk cache, and give the same words, instead of the first mask failing."""
+    v, rng = 300, np.random.default_rng(5)
+    lorder = rng.permutation(v)
+    ids, lo, hi = np.flatnonzero(rng.random(v) < 0.5), np.array([3, 40, 200]), np.array([10, 90, 201])
+    run = subprocess.run([sys.executable, "-c", UNCACHED], capture_output=True, text=True, timeout=300,
+                         input=json.dumps([ids.tolist(), lorder.tolist(), lo.tolist(), hi.tolist()]))
+    assert run.returncode == 0, run.stderr
+    got = json.loads(run.stdout)
+    m = np.zeros(v, bool)
+    m[ids] = True
+    assert got["cached"] is False
+    assert (unpack(np.array(got["words"], np.uint32).view(np.int32), v) == (m & ~banned(v, lorder, lo, hi))).all()

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from tokfst_cli import constraint, pipeline
 from tokfst_cli.artifacts import fst_bytes
 from tokfst_cli.errors import DisallowedTokenError, InputError, LimitError
+from tokfst_cli.matcher import pack
 
 from .conftest import real
 from .helpers import SIX_REGEXES, sample_paths
@@ -60,6 +61,27 @@ def test_every_form_answers_the_same_walks(name, regex, tmp_path):
                 break
             assert len(set(finals.values())) == 1, finals
             states = {k: decoders[k].advance(s, label - 1) for k, s in states.items()}
+
+
+@pytest.mark.parametrize("name,regex", [("gpt2", "date"), ("llama2", "json")])
+def test_bitmasks_made_at_load_and_on_first_use_agree(name, regex, monkeypatch):
+    """A row's packed mask is the same made at load (a list of row views, a list state -> row)
+    or on first use (past BITMASK_BUDGET, a numpy state -> row map past ROW_LIST_MAX), and it is
+    pack(mask) at every state."""
+    model = real(name)[0]
+    result = pipeline.build(model, SIX_REGEXES[regex], canonical=True)
+    index = result.index()
+    eager = [constraint.IndexDecoder(index), result.decoder()]
+    monkeypatch.setattr(constraint, "BITMASK_BUDGET", 0)
+    monkeypatch.setattr(constraint, "ROW_LIST_MAX", 0)
+    lazy = [constraint.IndexDecoder(index), result.decoder()]
+    assert all(d._views is not None for d in eager) and all(d._views is None for d in lazy)
+    assert isinstance(eager[0]._rows, list) and isinstance(lazy[0]._rows, np.ndarray)
+    for state in range(result.fst.num_states()):
+        want = pack(eager[1].mask(state))
+        for d in eager + lazy:
+            got = d.bitmask(state)
+            assert got.dtype == np.int32 and not got.flags.writeable and (got == want).all()
 
 
 @pytest.mark.parametrize("name,regex", [("gpt2", "date"), ("bert", "date")])

@@ -1,7 +1,12 @@
 """The compiled kernels of ``bitsets`` (numba, cached on disk): bits of token ids set or cleared
 in packed little-endian 32-bit words, bit ``t % 32`` of word ``t // 32``. Imported lazily by
 ``bitsets``: importing numba loads LLVM (about 0.5 s and 100 MB), which only a process that
-makes factorized masks needs."""
+makes factorized masks needs.
+
+numba caches compiled code next to this file, else in ``NUMBA_CACHE_DIR`` or the user's cache
+directory. Where none is writable (a read-only install and home, as in some containers) numba
+refuses to cache; the kernels are then compiled in memory, once per process (``CACHED`` False,
+about 0.6 s at the first mask), instead of failing."""
 
 from __future__ import annotations
 
@@ -9,23 +14,20 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True, nogil=True)
-def set_ids(words, ids):  # pragma: no cover - compiled
+def _set_ids(words, ids):  # pragma: no cover - compiled
     for i in range(ids.shape[0]):
         t = ids[i]
         words[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
 
 
-@njit(cache=True, nogil=True)
-def clear_intervals(words, lo, hi, a, b, lorder):  # pragma: no cover - compiled
+def _clear_intervals(words, lo, hi, a, b, lorder):  # pragma: no cover - compiled
     for k in range(a, b):
         for pos in range(lo[k], hi[k] + 1):
             t = lorder[pos]
             words[t >> 5] &= ~(np.uint32(1) << np.uint32(t & 31))
 
 
-@njit(cache=True, nogil=True)
-def set_outside(words, ids, lpos, lo, hi, a, b):  # pragma: no cover - compiled
+def _set_outside(words, ids, lpos, lo, hi, a, b):  # pragma: no cover - compiled
     n, j = b, a
     for i in range(ids.shape[0]):  # lpos ascending: one merge with the intervals
         lp = lpos[i]
@@ -35,3 +37,18 @@ def set_outside(words, ids, lpos, lo, hi, a, b):  # pragma: no cover - compiled
             continue
         t = ids[i]
         words[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+
+
+def _compiled(cache: bool) -> tuple:
+    jit = njit(cache=cache, nogil=True)
+    return jit(_set_ids), jit(_clear_intervals), jit(_set_outside)
+
+
+CACHED = True
+try:
+    set_ids, clear_intervals, set_outside = _compiled(cache=True)
+except RuntimeError as err:  # numba: "cannot cache function ...: no locator available"
+    if "cannot cache" not in str(err):
+        raise
+    CACHED = False
+    set_ids, clear_intervals, set_outside = _compiled(cache=False)

@@ -36,6 +36,7 @@ from .tokenizer import TokenizerModel
 
 _OPENFST_MAGIC = (2125659606).to_bytes(4, "little")
 BITMASK_BUDGET = 64 << 20  # bytes of packed bitmasks made at load
+ROW_LIST_MAX = 1 << 20  # states whose row numbers are kept as a Python list (a step's lookup without numpy)
 
 
 @runtime_checkable
@@ -53,7 +54,8 @@ class _Table(Steps):
     """A deterministic token acceptor as flat arrays: state s's sorted tokens are row ``row[s]``
     of ``labels`` (CSR, rows may be shared: coalescence) and its next states ``nexts[noff[s]:noff[s+1]]``.
     Each row's packed bitmask is made at load (within ``BITMASK_BUDGET`` bytes, else on first use),
-    so ``bitmask(state)`` at a fresh state is a lookup.
+    with one read-only view per row in a list, and the state -> row map is a list too (up to
+    ``ROW_LIST_MAX`` states): ``bitmask(state)`` at a fresh state is two list lookups, no numpy call.
 
     ``terminals`` (seed 004 Sec. 2.5.1): bool masks over token ids; label ``vocab_size + j`` in a
     row is terminal j: one token of its mask. A row's mask is its tokens and its terminals'
@@ -68,9 +70,12 @@ class _Table(Steps):
         nrows = len(loff) - 1
         words = (vocab_size + 31) // 32
         self._words: np.ndarray | None = None
+        self._views: list[np.ndarray] | None = None
         self._lazy: dict[int, np.ndarray] = {}
         if nrows * words * 4 <= BITMASK_BUDGET:
             self._words = self._packed(labels, loff)
+            self._views = list(self._words)
+        self._rows = row.tolist() if row is not None and len(row) <= ROW_LIST_MAX else row
 
     def _packed(self, labels: np.ndarray, loff: np.ndarray) -> np.ndarray:
         """:func:`_packed_rows` of the rows, each or-ed with its terminals' masks."""
@@ -88,9 +93,10 @@ class _Table(Steps):
 
     def bitmask(self, state: int) -> np.ndarray:
         """``mask(state)`` as packed int32 words (read-only, shared by the states of one mask)."""
-        r = state if self._row is None else int(self._row[state])
-        if self._words is not None:
-            return self._words[r]
+        r = state if self._rows is None else self._rows[state]
+        if self._views is not None:
+            return self._views[r]
+        r = int(r)
         got = self._lazy.get(r)
         if got is None:
             got = self._lazy[r] = self._packed(self._labels[self._loff[r]:self._loff[r + 1]],

@@ -11,6 +11,7 @@ vocabulary is named ``\\gapN``, which ``escape`` never produces.
 
 from __future__ import annotations
 
+import functools
 import re
 
 import pynini
@@ -50,12 +51,19 @@ def byte_name(b: int) -> str:
     return escape(chr(b)) if 0x21 <= b <= 0x7E else f"\\x{b:02x}"
 
 
-def byte_table() -> pynini.SymbolTable:
+@functools.lru_cache(maxsize=1)
+def _byte_table() -> pynini.SymbolTable:
     table = pynini.SymbolTable("tokfst-bytes")
     table.add_symbol(EPS, 0)
     for b in range(256):
         table.add_symbol(byte_name(b), b + 1)
     return table
+
+
+def byte_table() -> pynini.SymbolTable:
+    """The byte symbol table (label b + 1 = byte b): a fresh copy of one made once (257 names
+    cost ~0.3 ms to add from Python; a copy, under 1 µs)."""
+    return _byte_table().copy()
 
 
 def text_byte_table() -> pynini.SymbolTable:

@@ -88,7 +88,8 @@ def decoder_session(decoder, words: int | None = None) -> Session:
         buf = np.full(words, 0, np.int32)  # written now: its pages are mapped before the walk
         fill = lambda: decoder.bitmask(state[0], out=buf)  # noqa: E731
     else:
-        fill = lambda: bitmask(decoder, state[0])  # noqa: E731
+        own = getattr(decoder, "bitmask", None)  # resolved once, as a decoding loop would
+        fill = (lambda: own(state[0])) if own is not None else (lambda: pack(decoder.mask(state[0])))  # noqa: E731
 
     def accept(token: int) -> bool:
         try:
