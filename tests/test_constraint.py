@@ -66,8 +66,8 @@ def test_every_form_answers_the_same_walks(name, regex, tmp_path):
 @pytest.mark.parametrize("name,regex", [("gpt2", "date"), ("llama2", "json")])
 def test_bitmasks_made_at_load_and_on_first_use_agree(name, regex, monkeypatch):
     """A row's packed mask is the same made at load (a list of row views, a list state -> row)
-    or on first use (past BITMASK_BUDGET, a numpy state -> row map past ROW_LIST_MAX), and it is
-    pack(mask) at every state."""
+    or on first use (past BITMASK_BUDGET, numpy tables past ROW_LIST_MAX), and it is pack(mask)
+    at every state; advance goes to the same state on allowed tokens and refuses the others."""
     model = real(name)[0]
     result = pipeline.build(model, SIX_REGEXES[regex], canonical=True)
     index = result.index()
@@ -78,10 +78,18 @@ def test_bitmasks_made_at_load_and_on_first_use_agree(name, regex, monkeypatch):
     assert all(d._views is not None for d in eager) and all(d._views is None for d in lazy)
     assert isinstance(eager[0]._rows, list) and isinstance(lazy[0]._rows, np.ndarray)
     for state in range(result.fst.num_states()):
-        want = pack(eager[1].mask(state))
+        mask = eager[1].mask(state)
+        want = pack(mask)
         for d in eager + lazy:
             got = d.bitmask(state)
             assert got.dtype == np.int32 and not got.flags.writeable and (got == want).all()
+        allowed, refused = np.flatnonzero(mask), np.flatnonzero(~mask)
+        for token in allowed[::max(1, len(allowed) // 40)].tolist():
+            assert len({d.advance(state, token) for d in eager + lazy}) == 1
+        for token in [-1, model.vocab_size, *refused[::max(1, len(refused) // 20)].tolist()]:
+            for d in eager + lazy:
+                with pytest.raises(DisallowedTokenError):
+                    d.advance(state, token)
 
 
 @pytest.mark.parametrize("name,regex", [("gpt2", "date"), ("bert", "date")])

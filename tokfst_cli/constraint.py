@@ -54,8 +54,9 @@ class _Table(Steps):
     """A deterministic token acceptor as flat arrays: state s's sorted tokens are row ``row[s]``
     of ``labels`` (CSR, rows may be shared: coalescence) and its next states ``nexts[noff[s]:noff[s+1]]``.
     Each row's packed bitmask is made at load (within ``BITMASK_BUDGET`` bytes, else on first use),
-    with one read-only view per row in a list, and the state -> row map is a list too (up to
-    ``ROW_LIST_MAX`` states): ``bitmask(state)`` at a fresh state is two list lookups, no numpy call.
+    with one read-only view per row in a list, and the state -> row map and the CSR offsets are
+    lists too (up to ``ROW_LIST_MAX`` entries): ``bitmask(state)`` at a fresh state is two list
+    lookups, no numpy call, and ``advance`` one binary search in the row.
 
     ``terminals`` (seed 004 Sec. 2.5.1): bool masks over token ids; label ``vocab_size + j`` in a
     row is terminal j: one token of its mask. A row's mask is its tokens and its terminals'
@@ -75,7 +76,8 @@ class _Table(Steps):
         if nrows * words * 4 <= BITMASK_BUDGET:
             self._words = self._packed(labels, loff)
             self._views = list(self._words)
-        self._rows = row.tolist() if row is not None and len(row) <= ROW_LIST_MAX else row
+        self._rows = _listed(row)
+        self._loffs, self._noffs = _listed(loff), _listed(noff)
 
     def _packed(self, labels: np.ndarray, loff: np.ndarray) -> np.ndarray:
         """:func:`_packed_rows` of the rows, each or-ed with its terminals' masks."""
@@ -122,10 +124,13 @@ class _Table(Steps):
         return m
 
     def advance(self, state: int, token: int) -> int:
+        r = state if self._rows is None else self._rows[state]
+        a, b = self._loffs[r], self._loffs[r + 1]
+        row = self._labels[a:b]
+        i = int(row.searchsorted(token))
+        if i < b - a and row.item(i) == token and token < self.vocab_size:
+            return self._nexts.item(self._noffs[state] + i)
         labels, nexts = self.arcs(state)
-        i = int(np.searchsorted(labels, token))
-        if i < len(labels) and labels[i] == token and token < self.vocab_size:
-            return int(nexts[i])
         if self.terminals and 0 <= token < self.vocab_size:
             at = int(np.searchsorted(labels, self.vocab_size))
             for j, nxt in zip(labels[at:].tolist(), nexts[at:].tolist()):
@@ -135,6 +140,11 @@ class _Table(Steps):
 
     def is_final(self, state: int) -> bool:
         return 0 <= state < len(self._final) and bool(self._final[state])
+
+
+def _listed(a: np.ndarray | None) -> list[int] | np.ndarray | None:
+    """A per-state table as a Python list (a step indexes it without numpy), up to ROW_LIST_MAX entries."""
+    return a.tolist() if a is not None and len(a) <= ROW_LIST_MAX else a
 
 
 def _packed_rows(labels: np.ndarray, loff: np.ndarray, vocab_size: int, chunk: int = 64) -> np.ndarray:
