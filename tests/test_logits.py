@@ -120,12 +120,25 @@ def processor_for(tokenizer, pattern: str, **kw):
     return model, eos, pipeline.build(model, pattern, **kw).decoder()
 
 
-def test_masks_padding_rows_eos_and_finished_rows(tokenizer):
+class BoolOnly:
+    """A decoder with the protocol's four calls only (bool masks, no packed words of its own)."""
+
+    def __init__(self, decoder):
+        self.d = decoder
+        self.initial, self.mask, self.advance, self.is_final = (decoder.initial, decoder.mask, decoder.advance,
+                                                                decoder.is_final)
+
+
+@pytest.mark.parametrize("packed", [True, False])
+def test_masks_padding_rows_eos_and_finished_rows(tokenizer, packed):
     """Direct calls: logits past the vocabulary are -inf, EOS only at final states, a finished row
-    gets only EOS, the allowed set is the matcher's mask, and a reused processor is refused."""
+    gets only EOS, the allowed set is the matcher's mask, and a reused processor is refused; from
+    the decoder's packed words, or from bool masks where a decoder has no words of its own."""
     model, eos, decoder = processor_for(tokenizer, "(ab|abc)( x)?")
+    decoder = decoder if packed else BoolOnly(decoder)
     width = model.vocab_size + 64  # a model with padding rows
     proc = ConstraintLogitsProcessor(decoder, eos_token_id=eos)
+    assert proc.packed == packed
     rng = np.random.default_rng(3)
     rows = 3
     ids = torch.full((rows, 1), eos)

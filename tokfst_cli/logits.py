@@ -24,9 +24,11 @@ column of ``input_ids``), then sets the scores of every token outside the row's 
 EOS (``eos_token_id``, the id ``generate`` stops on) is offered exactly at final states; a row
 that has ended gets only EOS, so ``generate``'s batching (finished rows are padded) goes on.
 Logits past the constraint's vocabulary (``vocab_size``, default the mask's length; a model's
-padding rows) are always masked. Masks come as numpy bool arrays and enter torch in one
-``from_numpy`` per call (rows at the same state share one mask): no Python loop over the
-vocabulary. A row with nothing allowed at a non-final state (a dead end of a constraint) raises
+padding rows) are always masked. Each row's mask is unpacked from the decoder's packed words
+(``bitmask``: a stored row for the index and ``.fst`` forms, made in place by the factorized BPE
+forms; the bool ``mask`` for the others) into one (rows, vocabulary) bool array that enters
+torch in one ``from_numpy`` per call (rows at the same state share one mask): no Python loop
+over the vocabulary. A row with nothing allowed at a non-final state (a dead end of a constraint) raises
 :class:`tokfst_cli.matcher.DeadEnd`; ``steps``, ``seconds`` and ``max_allowed`` count the
 processor's own work.
 
@@ -44,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from .errors import InputError
-from .matcher import DeadEnd, Matcher
+from .matcher import DeadEnd, Matcher, Steps
 
 INSTALL = "pip install 'tokfst[hf]'"
 
@@ -77,6 +79,7 @@ class _Masking:
                 raise InputError(f"one EOS id is supported, not {list(eos_token_id)}", "give the id generate stops on")
             eos_token_id = eos_token_id[0]
         self.constraint, self.eos, self.vocab_size = constraint, eos_token_id, vocab_size
+        self.packed = getattr(type(constraint), "bitmask", Steps.bitmask) is not Steps.bitmask
         self.reset()
 
     def reset(self) -> None:
@@ -117,27 +120,37 @@ class _Masking:
     def _masks(self, width: int) -> np.ndarray:
         """(rows, width) bool: each row's allowed tokens; rows at the same state share the work."""
         out = np.zeros((len(self.matchers), width), bool)
-        cache: dict[Any, np.ndarray] = {}
+        done: dict[Any, int] = {}  # (state, terminated) -> the row already written for it
         for i, m in enumerate(self.matchers):
             try:
                 key = (m.state, m.is_terminated())
-                row = cache.get(key)
+                j = done.get(key)
             except TypeError:  # an unhashable state: no sharing
-                key, row = None, None
-            if row is None:
-                row = self._row(m, width)
-                if key is not None:
-                    cache[key] = row
-            out[i] = row
+                key, j = None, None
+            if j is not None:
+                out[i] = out[j]
+                continue
+            self._row(m, out[i])
+            if key is not None:
+                done[key] = i
         return out
 
-    def _row(self, m: Matcher, width: int) -> np.ndarray:
-        mask = m.mask()
-        n = min(width, len(mask), self.vocab_size if self.vocab_size is not None else len(mask))
-        row = np.zeros(width, bool)
-        row[:n] = mask[:n]
+    def _row(self, m: Matcher, row: np.ndarray) -> None:
+        """Write the row's allowed tokens into ``row`` (all False). A decoder with its own packed
+        masks (index, .fst, factorized BPE) gives its words, unpacked straight into the row;
+        other decoders their bool mask."""
+        width = len(row)
+        limit = width if self.vocab_size is None else min(width, self.vocab_size)
         if m.is_terminated():
             row[self.eos] = True  # a finished row: generate pads it, the sample must allow something
+        elif self.packed:
+            words = m.bitmask()  # EOS's bit set at final states
+            n = min(limit, 32 * len(words))
+            row[:n] = np.unpackbits(words.view(np.uint8), count=n, bitorder="little")
+        else:
+            mask = m.mask()
+            n = min(limit, len(mask))
+            row[:n] = mask[:n]
         count = int(np.count_nonzero(row))
         if count == 0:
             if m.is_final():
@@ -145,7 +158,6 @@ class _Masking:
             raise DeadEnd(f"no token is allowed after {m.tokens} (a dead end of the constraint, or a model "
                           f"vocabulary of {width} logits that misses the allowed tokens)")
         self.max_allowed = max(self.max_allowed, count)
-        return row
 
 
 _CLASS: type | None = None
