@@ -65,18 +65,18 @@ def test_every_form_answers_the_same_walks(name, regex, tmp_path):
 
 @pytest.mark.parametrize("name,regex", [("gpt2", "date"), ("llama2", "json")])
 def test_bitmasks_made_at_load_and_on_first_use_agree(name, regex, monkeypatch):
-    """A row's packed mask is the same made at load (a list of row views, a list state -> row)
-    or on first use (past BITMASK_BUDGET, numpy tables past ROW_LIST_MAX), and it is pack(mask)
-    at every state; advance goes to the same state on allowed tokens and refuses the others."""
+    """A row's packed mask is the same made at load (a list of row views) or on first use (past
+    BITMASK_BUDGET; the tables then memoryviews, past LIST_MAX), and it is pack(mask) at every
+    state; advance goes to the same state on allowed tokens and refuses the others."""
     model = real(name)[0]
     result = pipeline.build(model, SIX_REGEXES[regex], canonical=True)
     index = result.index()
     eager = [constraint.IndexDecoder(index), result.decoder()]
     monkeypatch.setattr(constraint, "BITMASK_BUDGET", 0)
-    monkeypatch.setattr(constraint, "ROW_LIST_MAX", 0)
+    monkeypatch.setattr(constraint, "LIST_MAX", 0)
     lazy = [constraint.IndexDecoder(index), result.decoder()]
     assert all(d._views is not None for d in eager) and all(d._views is None for d in lazy)
-    assert isinstance(eager[0]._rows, list) and isinstance(lazy[0]._rows, np.ndarray)
+    assert isinstance(eager[0]._rows, list) and isinstance(lazy[0]._rows, memoryview)
     for state in range(result.fst.num_states()):
         mask = eager[1].mask(state)
         want = pack(mask)
