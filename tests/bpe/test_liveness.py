@@ -215,3 +215,45 @@ def test_writing_a_factorized_artifact_does_not_load_numba():
             "d = r.decoder()\nd.bitmask(d.initial())\nprint('numba' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
     assert out.stdout.split() == ["False", "True"]
+
+
+def _members(state) -> list:
+    return list(state) if isinstance(state, frozenset) else [state]
+
+
+def check_one_arc_liveness(dec, rng: np.random.Generator, steps: int = 200) -> set[tuple[bool, bool]]:
+    """Along random mask-following walks: for every member of each state and every arc A_BPE
+    allows there, ``member_live`` of the member the arc leads to is ``live_next``'s entry for it.
+    Returns the (trie member, live) kinds of the members checked."""
+    seen, state = set(), dec.initial()
+    for _ in range(steps):
+        for p, c, fb, node in _members(state):
+            labels, nexts = dec.arcs(p)[:2]
+            row = dec.live.live_next(p, c, fb, node)
+            for i in np.flatnonzero([dec.word.allows(c, fb, int(t)) for t in labels]):
+                member = (int(nexts[i]), *dec.word.after_one(c, fb, node, int(labels[i])))
+                got = dec.live.member_live(*member)
+                assert got == bool(row[i]), (p, c, fb, node, int(labels[i]))
+                seen.add((member[3] != DEAD, got))
+        allowed = np.flatnonzero(dec.mask(state))
+        if not len(allowed) or (dec.is_final(state) and rng.random() < 0.2):
+            state = dec.initial()
+            continue
+        state = dec.advance(state, int(rng.choice(allowed)))
+    return seen
+
+
+@pytest.mark.parametrize("level", ["pipeline", "model"])
+def test_one_arc_liveness_equals_the_row(tokenizer, tmp_path, level):
+    """``advance`` decides liveness for the one arc it takes (``member_live``); on GPT-2's e-mail
+    and on an ignore_merges tokenizer's trie members it agrees with the whole row (``live_next``),
+    live and dead members of both kinds included."""
+    rng = np.random.default_rng(7)
+    dec = pipeline.build(tokenizer("gpt2"), catalogue.six()["email"], canonical=True, level=level,
+                         limits=pipeline.Limits(max_arcs=1)).decoder()
+    seen = check_one_arc_liveness(dec, rng, 60)
+    model = tokmod.load(synthetic_tokenizer(tmp_path, ignore_merges=True))
+    for pattern in ("(abc|ab)c?", "abca?", "x?yz(a|b)?", "(ca|b)(b|c)?a?"):
+        dec = pipeline.build(model, pattern, canonical=True, level=level, limits=pipeline.Limits(max_arcs=1)).decoder()
+        seen |= check_one_arc_liveness(dec, rng, 100)
+    assert seen == {(False, False), (False, True), (True, False), (True, True)}, seen
