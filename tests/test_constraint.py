@@ -83,6 +83,7 @@ def test_bitmasks_made_at_load_and_on_first_use_agree(name, regex, monkeypatch):
         for d in eager + lazy:
             got = d.bitmask(state)
             assert got.dtype == np.int32 and not got.flags.writeable and (got == want).all()
+        assert len({d.is_final(state) for d in eager + lazy}) == 1
         allowed, refused = np.flatnonzero(mask), np.flatnonzero(~mask)
         for token in allowed[::max(1, len(allowed) // 40)].tolist():
             assert len({d.advance(state, token) for d in eager + lazy}) == 1

@@ -78,6 +78,7 @@ class _Table(Steps):
             self._views = list(self._words)
         self._rows = _readable(row)
         self._loffs, self._noffs = _readable(loff), _readable(noff)
+        self._finals = _readable(np.asarray(final, bool))
 
     def _packed(self, labels: np.ndarray, loff: np.ndarray) -> np.ndarray:
         """:func:`_packed_rows` of the rows, each or-ed with its terminals' masks."""
@@ -139,7 +140,7 @@ class _Table(Steps):
         raise DisallowedTokenError(token, state)
 
     def is_final(self, state: int) -> bool:
-        return 0 <= state < len(self._final) and bool(self._final[state])
+        return 0 <= state < len(self._finals) and bool(self._finals[state])
 
 
 def _readable(a: np.ndarray | None) -> list[int] | memoryview | None:
