@@ -80,10 +80,6 @@ UNCACHED = """
 import json, sys
 import numba.core.caching as caching
 caching.CacheImpl._locator_classes = []  # as where no cache directory is writable: numba cannot cache
-import json
-import subprocess
-import sys
-
 import numpy as np
 from tokfst_cli import bitsets
 k = bitsets.kernels()

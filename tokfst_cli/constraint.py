@@ -64,18 +64,16 @@ class _Table(Steps):
 
     def __init__(self, vocab_size: int, start: int, final: np.ndarray, labels: np.ndarray, loff: np.ndarray,
                  row: np.ndarray | None, nexts: np.ndarray, noff: np.ndarray, terminals: list[np.ndarray] = ()):
-        self.vocab_size, self.start, self._final = vocab_size, start, final
+        self.vocab_size, self.start = vocab_size, start
         self._labels, self._loff, self._row, self._nexts, self._noff = labels, loff, row, nexts, noff
         self.terminals = list(terminals)
         self._twords = [pack(t) for t in self.terminals]
         nrows = len(loff) - 1
         words = (vocab_size + 31) // 32
-        self._words: np.ndarray | None = None
-        self._views: list[np.ndarray] | None = None
+        self._views: list[np.ndarray] | None = None  # row -> its packed words (read-only views)
         self._lazy: dict[int, np.ndarray] = {}
         if nrows * words * 4 <= BITMASK_BUDGET:
-            self._words = self._packed(labels, loff)
-            self._views = list(self._words)
+            self._views = list(self._packed(labels, loff))
         self._rows = _readable(row)
         self._loffs, self._noffs = _readable(loff), _readable(noff)
         self._finals = _readable(np.asarray(final, bool))

@@ -73,10 +73,16 @@ class Engine:
 
 
 # ---- tokfst -------------------------------------------------------------------------------------
-def bitmask(decoder, state) -> np.ndarray:
-    """The decoder's packed mask: its own ``bitmask(state)`` if it has one, else ``pack(mask(state))``."""
+def filler(decoder) -> Callable[[Any], np.ndarray]:
+    """state -> the decoder's packed mask: its own ``bitmask`` if it has one, else ``pack(mask(state))``
+    (resolved once, as a decoding loop would)."""
     own = getattr(decoder, "bitmask", None)
-    return own(state) if own is not None else pack(decoder.mask(state))
+    return own if own is not None else (lambda state: pack(decoder.mask(state)))
+
+
+def bitmask(decoder, state) -> np.ndarray:
+    """The decoder's packed mask at ``state`` (:func:`filler`)."""
+    return filler(decoder)(state)
 
 
 def decoder_session(decoder, words: int | None = None) -> Session:
@@ -88,8 +94,8 @@ def decoder_session(decoder, words: int | None = None) -> Session:
         buf = np.full(words, 0, np.int32)  # written now: its pages are mapped before the walk
         fill = lambda: decoder.bitmask(state[0], out=buf)  # noqa: E731
     else:
-        own = getattr(decoder, "bitmask", None)  # resolved once, as a decoding loop would
-        fill = (lambda: own(state[0])) if own is not None else (lambda: pack(decoder.mask(state[0])))  # noqa: E731
+        own = filler(decoder)
+        fill = lambda: own(state[0])  # noqa: E731
 
     def accept(token: int) -> bool:
         try:

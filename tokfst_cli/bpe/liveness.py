@@ -102,19 +102,6 @@ class Liveness:
                                                    self.special)
         return got
 
-    def member_live(self, q: int, cls: int, fb: int, node: int) -> bool:
-        """Is the member (q, cls or WHOLE, fb, node) live? One entry of ``live_next``, for the arc
-        a token takes (``advance``), without the row of the state's other arcs."""
-        if node != DEAD:
-            return self.special(q, fb, node)
-        if cls == -1:  # a token A_BPE never allows
-            return False
-        key = q * self.n_fb + fb
-        i = int(self.pair_keys.searchsorted(key))
-        if i == len(self.pair_keys) or self.pair_keys.item(i) != key:
-            return False
-        return bool(self.live[i, self.live.shape[1] - 1 if cls == WHOLE else cls])
-
     def live_ids(self, p: int, cls: int, fb: int, node: int) -> np.ndarray:
         """Token ids (sorted) of p's arcs whose successor member is live."""
         return self._arcs(p)[0][self.live_next(p, cls, fb, node)]

@@ -159,9 +159,8 @@ class MarkedFactorized(Steps):
             labels, nexts, _ = self.arcs(p)
             i = int(np.searchsorted(labels, token))
             if i < len(labels) and labels[i] == token and self.word.allows(c, fb, token):
-                member = (int(nexts[i]), *self.word.after_one(c, fb, node, token))
-                nxt.add(member)
-                live = live or self.live.member_live(*member)
+                nxt.add((int(nexts[i]), *self.word.after_one(c, fb, node, token)))
+                live = live or bool(self.live.live_next(p, c, fb, node)[i])
         if not live:
             raise DisallowedTokenError(token, state)
         return self._closure(nxt)

@@ -151,12 +151,10 @@ class Factorized(Steps):
         p, cls, fb, node = state
         labels, nexts = self.arcs(p)
         i = int(np.searchsorted(labels, token))
-        if not (i < len(labels) and labels[i] == token and self.word.allows(cls, fb, token)):
+        if not (i < len(labels) and labels[i] == token and self.word.allows(cls, fb, token)
+                and self.live.live_next(p, cls, fb, node)[i]):
             raise DisallowedTokenError(token, state)
-        member = (int(nexts[i]), *self.word.after_one(cls, fb, node, token))
-        if not self.live.member_live(*member):
-            raise DisallowedTokenError(token, state)
-        return member
+        return (int(nexts[i]), *self.word.after_one(cls, fb, node, token))
 
     def is_final(self, state: State) -> bool:
         p, cls, fb, node = state
