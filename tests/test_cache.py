@@ -61,6 +61,32 @@ def test_a_damaged_fst_entry_is_rebuilt(tmp_path, monkeypatch):
     assert len(built) == 5
 
 
+def test_entries_read_once_per_process_and_again_when_rewritten(tmp_path, monkeypatch):
+    """The in-process memo: a second use reads no file; the caller's copy can be mutated without
+    touching the memo; an entry rewritten or removed on disk is read (or built) anew."""
+    monkeypatch.setenv("TOKFST_CACHE", str(tmp_path))
+    reads, built = [], []
+    real_load = cache.load
+    monkeypatch.setattr(cache, "load", lambda path: reads.append(path) or real_load(path))
+    name = "lexicon-" + "cd" * 32
+    first = cached_fst(name, lambda: built.append(1) or pynini.accep("abc"))
+    first.add_arc(first.start(), pynini.Arc(120, 120, 0, first.start()))  # the caller mutates its copy
+    again = cached_fst(name, lambda: built.append(1) or pynini.accep("abc"))
+    assert len(built) == 1 and len(reads) == 1  # the miss only
+    assert pynini.equal(again, pynini.accep("abc"))
+    path = tmp_path / f"v1-{name}.fst"
+    other = fst_bytes(pynini.accep("xy"))
+    time.sleep(0.01)
+    path.write_bytes(other)  # another process rewrote the entry
+    assert pynini.equal(cached_fst(name, lambda: pynini.accep("abc")), pynini.accep("xy")) and len(reads) == 2
+    path.unlink()  # tokfst cache clear
+    assert pynini.equal(cached_fst(name, lambda: built.append(1) or pynini.accep("abc")), pynini.accep("abc"))
+    assert len(built) == 2 and path.exists()
+    with cache.bypassed():  # nothing read, written or remembered
+        assert pynini.equal(cached_fst(name, lambda: built.append(1) or pynini.accep("q")), pynini.accep("q"))
+    assert len(built) == 3
+
+
 def test_entries_kinds_and_verification(tmp_path):
     cache.store(tmp_path / f"v1-lexicon-{FP}.fst", b"T")
     cache.store(tmp_path / f"v1-bpe-{FP}.tokfst", b"A")

@@ -79,6 +79,18 @@ def load(path: Path) -> bytes | None:
     return body if verdict else None
 
 
+def identity(path: Path) -> tuple | None:
+    """(path, inode, size, mtime) of a cache entry: it changes when the entry is rewritten;
+    None when the entry is missing or the cache bypassed."""
+    if _BYPASSED.get():
+        return None
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return str(path), st.st_ino, st.st_size, st.st_mtime_ns
+
+
 def store(path: Path, data: bytes) -> bool:
     """Seal (unless sealed) and write an entry atomically; False when the cache is not writable
     or bypassed."""

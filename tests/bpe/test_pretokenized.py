@@ -225,9 +225,9 @@ def sample_labels(fst: pynini.Fst, rng: random.Random, stop: float = 0.25) -> li
         s = a.nextstate
 
 
-def witness(ap: pynini.Fst, model, path: list[int]) -> str | None:
-    """A text of L(A) whose P output spells ``path`` (a boundary allowed between any two tokens)."""
-    texts = dict(model.model_items())
+def witness(ap: pynini.Fst, texts: dict[int, bytes], path: list[int]) -> str | None:
+    """A text of L(A) whose P output spells ``path`` (a boundary allowed between any two tokens);
+    ``texts``: the model's token texts (``dict(model.model_items())``)."""
     w = pynini.Fst()
     one = pynini.Weight.one(w.weight_type())
     q = w.add_state()
@@ -273,6 +273,7 @@ def check_sampled(name: str, patterns: dict, paths: int, factorized_paths: int) 
     _, hf, model = tokenizer(name)
     rng = random.Random(name)
     p = image.for_model(model)
+    texts = dict(model.model_items())
     for key, pattern in patterns.items():
         a = compile_regex(pattern).fst
         result = pipeline.build(model, pattern, canonical=True)
@@ -286,7 +287,7 @@ def check_sampled(name: str, patterns: dict, paths: int, factorized_paths: int) 
         ap = pynini.compose(a, p, connect=True).arcsort("olabel")
         for _ in range(paths if result.materialized else factorized_paths):
             path = sample_path(dec, rng)
-            text = witness(ap, model, path)
+            text = witness(ap, texts, path)
             assert text is not None and encode(hf, text) == path, (key, path, text)
 
 

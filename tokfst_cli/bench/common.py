@@ -120,9 +120,18 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - t, out
 
 
+def collect() -> None:
+    """A full garbage collection, then ``gc.freeze()``: the survivors (imported modules, loaded
+    tokenizers, compiled engines) move to the permanent generation, so the next collection, and
+    the automatic ones inside a timed run, scan only what was made since. With torch imported
+    (xgrammar) a full collection costs about 0.2 s; after a freeze, milliseconds."""
+    gc.collect()
+    gc.freeze()
+
+
 def repeat(n: int, fn: Callable[[], Any]) -> list[float]:
     """Wall times of n calls (after a garbage collection, so earlier garbage is not billed)."""
-    gc.collect()
+    collect()
     return [timed(fn)[0] for _ in range(n)]
 
 
@@ -203,7 +212,7 @@ def private_cache(path: str) -> Iterator[None]:
 def measure(n: int, fn: Callable[[], Any], warmup: bool = False) -> tuple[dict, Any]:
     """n timed runs of fn as a cell, and fn's last result."""
     out = fn() if warmup else None
-    gc.collect()
+    collect()
     runs = []
     for _ in range(n):
         t, out = timed(fn)

@@ -10,7 +10,6 @@ process, as in a long-running server), and their ratio (the issue's goal: at mos
 
 from __future__ import annotations
 
-import gc
 from pathlib import Path
 
 import pynini
@@ -90,7 +89,7 @@ def paired(repeat: int, without, with_filter) -> tuple[dict, dict, object]:
     """Timing cells of ``repeat`` alternating runs of the two (after a warm-up run of each, so a
     drifting machine load falls on both alike), and the filtered result."""
     without(), with_filter()
-    gc.collect()
+    common.collect()
     runs0, runs1, out = [], [], None
     for _ in range(repeat):
         runs0.append(common.timed(without)[0])

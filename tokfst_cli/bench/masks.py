@@ -289,7 +289,7 @@ def measure_regex(engs: list[engines.Engine], pattern: str, walks: dict[str, lis
                 continue
             try:
                 session = e.session(compiled[e.name])
-                gc.collect()
+                common.collect()
                 walk = walks["hf" if e.name in engines.CANONICAL else "surface"]
                 runs[e.name].append(run_walk(session, walk, excluded if rep == 0 else None, spell))
             except Exception as err:  # noqa: BLE001 - an engine failing mid-walk is a cell, not a crash
