@@ -38,10 +38,11 @@ demo: setup
 	@ls -l artifacts/
 
 # Two workers (pytest-xdist; the machine has 2 cores), then the tests that assert how long a limit
-# takes to act (marker `wallclock`) alone, so the other worker's load cannot eat their margins.
+# takes to act (marker `wallclock`) on their own, two at a time: no heavy test of the first part
+# runs beside them to eat their margins.
 test: setup $(BIN)/.installed-hf
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m 'not wallclock'
-	$(BIN)/python -m pytest -q -m wallclock
+	$(BIN)/python -m pytest -q -n 2 --dist load -m wallclock
 
 # Every `tokfst bench` mode (about an hour): promote, canonical BPE and MaxMatch on the real
 # tokenizers (a few minutes), then the paper's tables and the peer comparison (`all`), whose

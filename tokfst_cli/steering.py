@@ -98,7 +98,8 @@ def text_steering(machine) -> Closer:
 
     def closer(state, toks: np.ndarray) -> np.ndarray:
         pick = toks[:: max(1, len(toks) // 64)]
-        d = np.array([dist[machine.advance(state, int(t))[0]] for t in pick])
+        after = machine.text_after
+        d = np.array([dist[after(state, t)] for t in pick.tolist()])
         return pick[d == d.min()]
 
     return closer

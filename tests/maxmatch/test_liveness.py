@@ -66,3 +66,26 @@ def test_property_lazy_equals_materialized(parts, alternate):
         return  # e.g. an empty canonical language
     fac = pipeline.build(model, pattern, canonical=True, limits=pipeline.Limits(max_arcs=0))
     assert equal_masks(FstDecoder(mat.fst, model.vocab_size), fac.decoder(), 300) > 0
+
+
+@pytest.mark.parametrize("key", ["email", "punct"])
+def test_text_after_is_the_text_state_of_advance(key):
+    """Steering's shortcut: X's state after every allowed token equals that of the full step, at
+    the states of 20 random walks (up to 300 allowed tokens each: word starts, ## pieces, [UNK]
+    where the text allows it)."""
+    model = real("bert")[0]
+    m = pipeline.build(model, PATTERNS[key], canonical=True, limits=pipeline.Limits(max_arcs=0)).decoder()
+    rng = np.random.default_rng(len(key))
+    checked = 0
+    for _ in range(20):
+        state = m.initial()
+        for _ in range(6):
+            allowed = np.flatnonzero(m.mask(state))
+            if not len(allowed):
+                break
+            some = allowed if len(allowed) <= 300 else rng.choice(allowed, 300, replace=False)
+            for t in some.tolist():
+                assert m.text_after(state, t) == m.advance(state, t)[0], (state, t)
+            checked += len(some)
+            state = m.advance(state, int(rng.choice(allowed)))
+    assert checked > 1000

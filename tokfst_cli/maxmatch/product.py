@@ -35,6 +35,7 @@ from ..matcher import Steps
 from .wordtext import all_text, longest_word, max_chars, text_automaton
 
 START, IN, CLOSED = 0, 1, 2
+BANS_KEPT = 4096  # sets of pending checks whose banned ## pieces are kept (a bool per ## piece each)
 State = tuple[int, int, tuple[int, ...], int]  # (X state, position, pending checks, characters)
 
 
@@ -131,6 +132,7 @@ class Canonical(Steps):
             self.delta.append({arc.ilabel: arc.nextstate for arc in text.arcs(s)})
             self.finals[s] = text.final(s) != zero
         self._readable: dict[tuple, dict[int, int]] = {}
+        self._bans: dict[tuple[int, ...], np.ndarray] = {}
         self._liveness = None
 
     def initial(self) -> State:
@@ -197,14 +199,21 @@ class Canonical(Steps):
         return out
 
     def _banned(self, checks: tuple[int, ...]) -> np.ndarray | None:
+        """The ``##`` pieces (by rank) the pending checks ban; kept per set of checks (the
+        last BANS_KEPT), as a walk meets the same few sets again and again."""
         if not checks:
             return None
-        banned = np.zeros(len(self.pieces.cont_order) + 1, dtype=np.int64)
-        for c in checks:
-            iv = self.pieces.ban(c)
-            np.add.at(banned, iv[:, 0], 1)
-            np.add.at(banned, iv[:, 1], -1)
-        return np.cumsum(banned)[:-1] > 0
+        got = self._bans.get(checks)
+        if got is None:
+            banned = np.zeros(len(self.pieces.cont_order) + 1, dtype=np.int64)
+            for c in checks:
+                iv = self.pieces.ban(c)
+                np.add.at(banned, iv[:, 0], 1)
+                np.add.at(banned, iv[:, 1], -1)
+            if len(self._bans) >= BANS_KEPT:
+                self._bans.pop(next(iter(self._bans)))
+            got = self._bans[checks] = np.cumsum(banned)[:-1] > 0
+        return got
 
     def _candidates(self, x: int, root: int) -> tuple[np.ndarray, np.ndarray]:
         """``readable(x, root)`` as arrays: piece ids and X's state after each."""
@@ -302,6 +311,15 @@ class Canonical(Steps):
         if nx is None:
             return None, "the text cannot come out of the normalizer and pre-tokenizer here"
         return self._enter(tid, nx, nc, n), ""
+
+    def text_after(self, state: State, tid: int) -> int | None:
+        """X's state after token ``tid`` at ``state`` (the first element of :meth:`step`'s state,
+        without its checks): all that steering toward a final state reads. ``tid`` must be allowed."""
+        pc = self.pieces
+        if tid == pc.unk:
+            w = self._word_start(state)
+            return None if w is None else self.delta[w].get(UNKSYM)
+        return self._read(state[0] if pc.inner[tid] else self._word_start(state), pc.surface[tid])
 
     def advance(self, state: State, tid: int) -> State:
         """The state after token tid; DisallowedTokenError if tid is not allowed (see :meth:`step`) or
