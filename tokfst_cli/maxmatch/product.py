@@ -278,8 +278,7 @@ class Canonical(Steps):
         x, pos, checks, count = state
         pc, limit = self.pieces, self.max_chars
         if tid == pc.unk:
-            w = self._word_start(state)
-            u = None if w is None else self.delta[w].get(UNKSYM)
+            u = self.text_after(state, tid)
             if u is None:
                 return None, "no word of the text can be [UNK] here"
             return (u, CLOSED, (), 0), ""
