@@ -28,7 +28,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 import numpy as np
 import pynini
 
-from .artifacts import fst_arrays, read_artifact
+from .artifacts import FstArrays, fst_arrays, read_artifact
 from .errors import DisallowedTokenError, InputError
 from .healing import Healing
 from .matcher import Steps, pack
@@ -167,10 +167,12 @@ def _packed_rows(labels: np.ndarray, loff: np.ndarray, vocab_size: int, chunk: i
 
 
 class FstDecoder(_Table):
-    """A materialized token acceptor (labels = token id + 1), its arcs read in bulk at load.
-    Terminal labels (ids past the vocabulary, named in the symbol table) need the ``model``."""
+    """A materialized token acceptor (labels = token id + 1), its arcs read in bulk at load
+    (``arrays``: read already, ``artifacts.fst_arrays``). Terminal labels (ids past the
+    vocabulary, named in the symbol table) need the ``model``."""
 
-    def __init__(self, fst: pynini.Fst, vocab_size: int, model: TokenizerModel | None = None):
+    def __init__(self, fst: pynini.Fst, vocab_size: int, model: TokenizerModel | None = None,
+                 arrays: FstArrays | None = None):
         from .index import by_label
         from .terminals import terminals_of
 
@@ -178,7 +180,7 @@ class FstDecoder(_Table):
         if terminals and model is None:
             raise InputError("the automaton has terminal labels, whose masks come from its tokenizer",
                              "load it with its tokenizer", hint="terminals-need-tokenizer")
-        a = fst_arrays(fst)
+        a = arrays if arrays is not None else fst_arrays(fst)
         if len(a.ilabel) and (a.ilabel.min() < 1 or a.ilabel.max() > vocab_size + len(terminals)):
             raise InputError("the automaton has labels outside the tokenizer's token ids (and terminal labels)",
                              "load it with the tokenizer it was built for")
@@ -215,7 +217,16 @@ def _index(data: bytes, source: str) -> IndexDecoder:
     if isinstance(arrays, str):
         raise InputError(f"{source} is a damaged tokfst-index file: {arrays}", "rebuild it with tokfst promote",
                          hint="rebuild-index")
-    return IndexDecoder(index, arrays)
+    decoder = IndexDecoder(index, arrays)
+    if "max_tokens" not in index:
+        return decoder
+    from .filters import length
+
+    a = arrays
+    counted = length.CountedDecoder(decoder, index["max_tokens"], length.fewest(
+        len(a.final), a.final, np.repeat(np.arange(len(a.final)), np.diff(a.noff)), a.nexts))
+    counted.fingerprint = decoder.fingerprint
+    return counted
 
 
 class _IndexArrays(NamedTuple):
@@ -239,9 +250,9 @@ def index_problem(index: dict) -> str | None:
 def _checked(index: dict) -> _IndexArrays | str:
     """The index's arrays after the version, checksum and structure checks, or what is wrong
     (in that order). The checksum is computed from the arrays when the structure allows it."""
-    from .index import TERMINALS_VERSION, VERSION, checksum, checksum_of_arrays
+    from .index import COUNTED_VERSION, TERMINALS_VERSION, VERSION, checksum, checksum_of_arrays
 
-    expected = TERMINALS_VERSION if "terminals" in index else VERSION
+    expected = COUNTED_VERSION if "max_tokens" in index else TERMINALS_VERSION if "terminals" in index else VERSION
     if index.get("version") != expected:
         return f"version {index.get('version')!r}, expected {expected}"
     try:
@@ -259,6 +270,9 @@ def _checked(index: dict) -> _IndexArrays | str:
         return "bad healing field"
     if not isinstance(got, str) and "terminals" in index and not _terminals_ok(index["terminals"], got.vocab):
         return "bad terminals field"
+    if "max_tokens" in index and (type(index["max_tokens"]) is not int or index["max_tokens"] < 0
+                                  or "terminals" in index):
+        return "bad max_tokens field"
     return got
 
 

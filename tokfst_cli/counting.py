@@ -322,6 +322,7 @@ def explore(decoder, max_arcs: int = MAX_ARCS) -> pynini.Fst:
     expanded through ``mask``/``advance`` (its states are hashable), at most ``max_arcs`` arcs
     (else LimitError)."""
     from .constraint import FstDecoder, IndexDecoder
+    from .filters.length import CountedDecoder
 
     if getattr(decoder, "terminals", None):
         pass
@@ -329,6 +330,8 @@ def explore(decoder, max_arcs: int = MAX_ARCS) -> pynini.Fst:
         return decoder.fst
     elif isinstance(decoder, IndexDecoder):
         return _explore_table(decoder)
+    elif isinstance(decoder, CountedDecoder):  # S x F_N: may be N times S
+        return _explore_table(decoder, max_arcs)
     start = decoder.initial()
     number, order = {start: 0}, [start]
     src, lab, dst = [], [], []
@@ -350,22 +353,27 @@ def explore(decoder, max_arcs: int = MAX_ARCS) -> pynini.Fst:
     return fst_from_arrays(len(order), 0, final, np.asarray(src, np.int64), il, il, np.asarray(dst, np.int64))
 
 
-def _explore_table(decoder) -> pynini.Fst:
-    """An index's reachable states, read a state's arcs at a time."""
+def _explore_table(decoder, max_arcs: int | None = None) -> pynini.Fst:
+    """An index's reachable states, read a state's arcs at a time (at most ``max_arcs`` arcs)."""
     start = int(decoder.initial())
     order, seen = [start], {start}
     tokens, nexts = [], []
+    arcs = 0
     for s in order:  # the list grows
         tok, nxt = decoder.arcs(s)
+        arcs += len(tok)
+        if max_arcs is not None and arcs > max_arcs:
+            raise LimitError("the artifact's expansion", "max_arcs", max_arcs, remedy=None)
         tokens.append(np.asarray(tok, np.int64))
         nexts.append(np.asarray(nxt, np.int64))
         for t in np.unique(nxt).tolist():
             if t not in seen:
                 seen.add(t)
                 order.append(t)
-    remap = np.full(max(order) + 1, -1, np.int64)
-    remap[order] = np.arange(len(order))
+    ids = np.asarray(order, np.int64)
+    sort = np.argsort(ids)
     src = np.repeat(np.arange(len(order), dtype=np.int64), [len(x) for x in tokens])
     labels = np.concatenate(tokens) + 1
     final = np.array([bool(decoder.is_final(s)) for s in order])
-    return fst_from_arrays(len(order), 0, final, src, labels, labels, remap[np.concatenate(nexts)])
+    dst = sort[np.searchsorted(ids[sort], np.concatenate(nexts))]  # state ids may be sparse (CountedDecoder)
+    return fst_from_arrays(len(order), 0, final, src, labels, labels, dst)

@@ -16,6 +16,11 @@ Built with a prompt (token healing, ``healing.py``), the index also has the opti
 ``kept``, and ``initial`` is the state after them (``healing`` is not in the checksum;
 ``initial`` is).
 
+With ``max_tokens`` N (seed 001 App. B; ``filters.length``) the index is version 3 and has the
+field ``max_tokens``: the states and masks are S's, and a decoder counts the tokens taken (a
+token is allowed where S allows it and a final state stays within the tokens left:
+``filters.length.CountedDecoder``); the checksum covers it.
+
 With terminal labels (seed 004 Sec. 2.5.1; ``terminals.py``) the index is version 2 and has
 the field ``terminals``: a list of {"name": e.g. "<JSON_STRING:1+>", "mask": sorted token ids};
 in masks and states, id vocab_size + j is terminal j, one token of its mask (a state's own
@@ -51,16 +56,18 @@ from .tokenizer import TokenizerModel
 
 VERSION = FORMAT_VERSION
 TERMINALS_VERSION = 2  # an index with terminal labels (field "terminals"); version 1 readers refuse it
+COUNTED_VERSION = 3  # an index with a token budget (field "max_tokens"); earlier readers refuse it
 SMALL = 256  # below this many values, plain Python beats numpy's fixed costs
 
 
 def build_index(fst: pynini.Fst, model: TokenizerModel, pattern: str, max_states: int | None = None,
-                max_arcs: int | None = None, healing: dict | None = None, terminals: list = ()) -> dict[str, Any]:
+                max_arcs: int | None = None, healing: dict | None = None, terminals: list = (),
+                max_tokens: int | None = None) -> dict[str, Any]:
     """Export a deterministic token acceptor (labels = id + 1) as a coalesced index.
 
     The index has the acceptor's states and arcs, counted first: past ``max_states`` or
     ``max_arcs`` a LimitError is raised before any of it is built. ``healing``: the optional
-    field of that name (``healing.Healing.to_json``).
+    field of that name (``healing.Healing.to_json``); ``max_tokens``: the token budget (version 3).
     """
     with stage("index export"):
         states = fst.num_states()
@@ -73,13 +80,14 @@ def build_index(fst: pynini.Fst, model: TokenizerModel, pattern: str, max_states
                 if arcs > max_arcs:
                     raise LimitError("the index", "max_arcs", max_arcs)
         report(states)
-        index = _index(fst, model, pattern, terminals)
+        index = _index(fst, model, pattern, terminals, max_tokens)
         if healing is not None:
             index["healing"] = healing
         return index
 
 
-def _index(fst: pynini.Fst, model: TokenizerModel, pattern: str, terminals: list = ()) -> dict[str, Any]:
+def _index(fst: pynini.Fst, model: TokenizerModel, pattern: str, terminals: list = (),
+           max_tokens: int | None = None) -> dict[str, Any]:
     a = fst_arrays(fst)
     offsets, labels, nexts = by_label(a.src, a.ilabel - 1, a.nextstate, len(a.final))
     mask_of, mask_first = coalesce(offsets, labels)
@@ -110,6 +118,9 @@ def _index(fst: pynini.Fst, model: TokenizerModel, pattern: str, terminals: list
     if terminals:  # version 2 (the checksum then covers them)
         index["version"] = TERMINALS_VERSION
         index["terminals"] = [{"name": t.name, "mask": np.flatnonzero(t.mask(model)).tolist()} for t in terminals]
+    if max_tokens is not None:  # version 3 (the checksum then covers it)
+        index["version"] = COUNTED_VERSION
+        index["max_tokens"] = max_tokens
     index["sha256"] = checksum_of_arrays(index, finals, mlabels, moff, mask_of, nexts, offsets)
     return index
 
@@ -177,12 +188,13 @@ def coalesce(offsets: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.nd
 
 
 CHECKED = ("tokenizer", "regex", "initial", "finals", "masks", "states")
+OPTIONAL = ("terminals", "max_tokens")  # checked where present
 
 
 def checksum(index: dict) -> str:
     """sha256 of the fields a decoder reads (canonical JSON), so damage is refused on load; with
-    terminal labels, also ``terminals``."""
-    body = {k: index.get(k) for k in CHECKED + (("terminals",) if "terminals" in index else ())}
+    terminal labels or a token budget, also ``terminals`` or ``max_tokens``."""
+    body = {k: index.get(k) for k in CHECKED + tuple(k for k in OPTIONAL if k in index)}
     return hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()).hexdigest()
 
 
@@ -200,7 +212,8 @@ def checksum_of_arrays(index: dict, finals: np.ndarray, labels: np.ndarray, loff
         return checksum(index)
     states = (b'{"mask":%d,"next":%b}' % (k, t) for k, t in zip(mask_of.tolist(), _lists(nexts, noff)))
     body = b"".join([b'{"finals":', _lists(finals, np.array([0, len(finals)]))[0], b',"initial":',
-                     _json(index["initial"]), b',"masks":[', b",".join(_lists(labels, loff)), b'],"regex":',
+                     _json(index["initial"]), b',"masks":[', b",".join(_lists(labels, loff)), b"]",
+                     b',"max_tokens":%b' % _json(index["max_tokens"]) if "max_tokens" in index else b"", b',"regex":',
                      _json(index["regex"]), b',"states":[', b",".join(states), b'],"tokenizer":',
                      _json(index["tokenizer"]), b"}"])
     return hashlib.sha256(body).hexdigest()

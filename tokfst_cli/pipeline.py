@@ -35,12 +35,13 @@ from __future__ import annotations
 
 import functools
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import pynini
 
 from . import lexicon as lexicon_mod
+from .artifacts import FstArrays, fst_arrays
 from .errors import InputError, LimitError
 from .filters import NONE as NO_FILTERS, Filters
 from .progress import stage
@@ -62,11 +63,15 @@ class Limits:
 
 @dataclass
 class Result:
-    """A constraint: the materialized minimal acceptor, or the factorized form (too big)."""
+    """A constraint: the materialized minimal acceptor, or the factorized form (too big).
+
+    With ``max_tokens`` on a materialized result, ``counted`` (``filters.length.Counted``) holds
+    S and N: the decoder and the index walk S and count tokens, and ``fst`` (S ∩ F_N, minimal)
+    is made on first use."""
 
     model: TokenizerModel
     pattern: str
-    fst: pynini.Fst | None = None
+    _fst: pynini.Fst | None = field(default=None, repr=False)
     lazy: Any = None  # the factorized decoder (bpe.product.Factorized, maxmatch.product.Canonical)
     serialize: Callable[[], bytes] | None = None
     overflow: LimitError | None = None  # why the factorized form was chosen
@@ -75,10 +80,22 @@ class Result:
     canonical: bool = False
     healing: Any = None  # with a prompt: healing.Healing (the kept prefix, the re-tokenized tail)
     terminals: list = field(default_factory=list)  # terminals.Terminal j: token label vocab_size + 1 + j
+    counted: Any = None  # filters.length.Counted: max_tokens kept as S and N (the product made on first use)
+
+    @property
+    def fst(self) -> pynini.Fst | None:
+        """The materialized acceptor (with ``counted``, S ∩ F_N made now: LimitError past max_states)."""
+        if self._fst is None and self.counted is not None:
+            self._fst = self.counted.materialize(self.limits.max_states)
+        return self._fst
+
+    @fst.setter
+    def fst(self, value: pynini.Fst | None) -> None:
+        self._fst, self.counted = value, None
 
     @property
     def materialized(self) -> bool:
-        return self.fst is not None
+        return self._fst is not None or self.counted is not None
 
     def to_bytes(self) -> bytes:
         """The factorized artifact (``tokfst-factorized`` / ``tokfst-factorized-maxmatch``)."""
@@ -90,9 +107,11 @@ class Result:
         """The coalesced JSON index of the materialized acceptor (seed 003)."""
         from .index import build_index
 
-        return build_index(self.fst, self.model, self.pattern, self.limits.max_states,
+        fst = self.counted.fst if self.counted is not None else self.fst
+        return build_index(fst, self.model, self.pattern, self.limits.max_states,
                            self.limits.max_arcs if self.canonical else None,
-                           self.healing.to_json() if self.healing is not None else None, self.terminals)
+                           self.healing.to_json() if self.healing is not None else None, self.terminals,
+                           max_tokens=self.counted.limit if self.counted is not None else None)
 
     def decoder(self):
         """The per-step decoder (``initial``, ``mask``, ``advance``, ``is_final``)."""
@@ -103,7 +122,11 @@ class Result:
             if live is not None and hasattr(live, "warm") and not live.warmed:
                 live.warm()
             return self.lazy
-        decoder = FstDecoder(self.fst, self.model.vocab_size, self.model if self.terminals else None)
+        if self.counted is not None:
+            decoder = self.counted.decoder(FstDecoder(self.counted.fst, self.model.vocab_size,
+                                                      arrays=self.counted.arrays))
+        else:
+            decoder = FstDecoder(self.fst, self.model.vocab_size, self.model if self.terminals else None)
         decoder.healing = self.healing
         return decoder
 
@@ -345,6 +368,8 @@ def build(model: TokenizerModel, pattern: str, *, canonical: bool = False, metho
         a = _text_filters(model, a, filters, prompt)
     with stage("P: preprocessing"):
         text = preprocess(model, a, canonical, limits, level, cache)
+    others = replace(filters, max_tokens=None)  # max_tokens: on the result, kept as S and N (_count_tokens)
+    redo = None
     if maxmatch:
         with stage(f"S+C: canonical MaxMatch ({method})"):
             canonicalize_maxmatch(model, a, text, method, limits, artifact, factorized_ok, result)
@@ -353,19 +378,24 @@ def build(model: TokenizerModel, pattern: str, *, canonical: bool = False, metho
         with stage("S: promotion MIN(PROJ(A o T))"):
             promoted = _promote(model, ByteAutomaton(text, pattern), limits, lex, cache, marked, terminals)
             agnostic, result.terminals = promoted.fst, promoted.terminals
-            if filters.token_level() and method != "gadgets":
+            if others.token_level() and method != "gadgets":
                 from .filters import apply_tokens
-                from .lexicon import marker_label
 
-                agnostic = apply_tokens(model, agnostic, filters, marker_label(model) if marked else None,
+                agnostic = apply_tokens(model, agnostic, others, _marker(model, marked),
                                         max_states=limits.max_states, arrays=promoted.arrays)
         if canonical:
             with stage(f"C: canonical BPE ({method}, {level} level)"):
                 canonicalize_bpe(model, a, agnostic, method, limits, artifact, factorized_ok, result, level)
                 if method == "gadgets":
                     _token_filters_after(model, result, filters)
+            redo = (lambda: canonicalize_bpe(model, a, _counted_first(model, agnostic, filters, marked, limits), method,
+                                             limits, artifact, factorized_ok, result, level))
         else:
             result.fst = agnostic
+    if filters.max_tokens is not None:
+        with stage("the token-count filter (max_tokens)"):
+            same = not canonical and not maxmatch and result._fst is promoted.fst  # S's arcs read already
+            _count_tokens(result, filters, redo, promoted.arrays if same else None)
     if prompt is not None:
         from . import healing
 
@@ -400,15 +430,58 @@ def _text_filters(model: TokenizerModel, a: ByteAutomaton, filters: Filters, pro
     return a if fst is a.fst else ByteAutomaton(fst, a.pattern)
 
 
+def _marker(model: TokenizerModel, marked: bool) -> int | None:
+    from .lexicon import marker_label
+
+    return marker_label(model) if marked else None
+
+
+def _counted_first(model: TokenizerModel, agnostic: pynini.Fst, filters: Filters, marked: bool,
+                   limits: Limits) -> pynini.Fst:
+    """S ∩ F_N materialized before C: for a canonical automaton that C leaves factorized."""
+    from .filters import apply_tokens
+
+    return apply_tokens(model, agnostic, Filters(max_tokens=filters.max_tokens), _marker(model, marked),
+                        max_states=limits.max_states)
+
+
+def _count_tokens(result: Result, filters: Filters, redo: Callable[[], Result] | None,
+                  arrays: FstArrays | None = None) -> None:
+    """max_tokens on the result (C(S ∩ F_N) = C(S) ∩ F_N): a materialized one is kept as itself
+    and N (``filters.length.Counted``: no product unless its fst is asked for); a factorized
+    BPE one is built again from S ∩ F_N (``redo``), a factorized WordPiece one refused by name."""
+    from .filters import length, tokens
+
+    if result._fst is None:
+        if redo is None:
+            _refuse_factorized(filters)
+        result.lazy = result.serialize = result.overflow = None
+        redo()
+        return
+    counted = length.Counted(result._fst, filters.max_tokens, arrays)
+    if counted.empty():
+        raise tokens.no_sequence([n for n in filters.names() if n not in ("scripts", "ascii", "nfc")])
+    if counted.binds():  # else no sequence has more than N tokens: the result as it is
+        result._fst, result.counted = None, counted
+
+
+def _refuse_factorized(filters: Filters) -> None:
+    raise InputError(f"the token filters ({', '.join(filters.names())}) need the materialized automaton "
+                     "of this tokenizer, which passes a limit", "raise max_arcs, or drop the token filters",
+                     hint="filters-factorized", names=", ".join(filters.names()))
+
+
 def _token_filters_after(model: TokenizerModel, result: Result, filters: Filters) -> None:
-    """Token-level filters on a canonical automaton built without stage S's automaton (WordPiece,
-    gadgets): on the materialized result; a factorized one is refused by name."""
+    """Token-level filters but max_tokens (:func:`_count_tokens`) on a canonical automaton built
+    without stage S's automaton (WordPiece, gadgets): on the materialized result; a factorized
+    one is refused by name."""
     if not filters.token_level():
         return
     if result.fst is None:
-        raise InputError(f"the token filters ({', '.join(filters.names())}) need the materialized automaton "
-                         "of this tokenizer, which passes a limit", "raise max_arcs, or drop the token filters",
-                         hint="filters-factorized", names=", ".join(filters.names()))
+        _refuse_factorized(filters)
+    filters = replace(filters, max_tokens=None)
+    if not filters.token_level():
+        return
     from .filters import apply_tokens
 
     result.fst = apply_tokens(model, result.fst, filters, max_states=result.limits.max_states)

@@ -32,6 +32,7 @@ import numpy as np
 
 from . import counting
 from .constraint import FstDecoder, IndexDecoder
+from .filters.length import CountedDecoder
 from .errors import InputError, LimitError
 
 MAX_TOKENS = 64
@@ -152,7 +153,7 @@ def sampler(decoder, max_tokens: int = MAX_TOKENS, uniform: str | None = None, m
                          "bound paths by max_tokens, or ask for uniform strings", hint="sample-max-len")
     if uniform == "strings":
         return UniformStrings(decoder, model, max_len, max_arcs)
-    if uniform == "paths" or isinstance(decoder, (FstDecoder, IndexDecoder)):
+    if uniform == "paths" or isinstance(decoder, (FstDecoder, IndexDecoder, CountedDecoder)):
         return Uniform(decoder, max_tokens, max_arcs)
     return Walk(decoder, max_tokens)
 

@@ -43,5 +43,7 @@ def test_bench_filters_table(tmp_path):
     for r in table.rows:
         assert r["without"]["status"] == r["with"]["status"] == "ok", r
         assert r["ratio"] > 0
+        if r["filter"].startswith("max_tokens"):  # also timed with S ∩ F_N materialized
+            assert r["with_fst"]["status"] == "ok" and r["ratio_fst"] > 0, r
         if r.get("states_filtered") is not None and r.get("states") is not None:
             assert r["states_filtered"] >= 1

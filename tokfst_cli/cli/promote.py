@@ -44,7 +44,7 @@ LITERAL_ASCII = typer.Option(False, "--literal-ascii",
 FUSE_SPACES = typer.Option(False, "--fuse-spaces",
                            help="No isolated space token [ ][c...] where the fused token [ c...] exists "
                                 "(seed 001 Sec. 4.5).")
-MAX_TOKENS = typer.Option(None, "--max-tokens", min=0, metavar="N", help="Only sequences of at most N tokens.")
+MAX_TOKENS = typer.Option(None, "--max-tokens", min=0, metavar="N", help="Only sequences of at most N tokens (--format index: kept as the automaton and N, no product).")
 PROMPT = typer.Option(None, "--prompt", metavar="TEXT",
                       help="--canonical: token healing: the prompt's text before the regex's (see below).")
 PROMPT_FILE = typer.Option(None, "--prompt-file", metavar="FILE", help="Read --prompt's text from a file.")

@@ -10,30 +10,50 @@ S's start by exactly k tokens, k <= N. Their number is counted layer by layer ov
 state-to-state edges (numpy; a layer repeats periodically once it equals an earlier one, which
 finishes the count in closed form), so a product past ``max_states`` is refused before it is
 built, and an S without any path longer than N tokens (layer N+1 empty) is returned unchanged.
+
+Without the product (:class:`Counted`): a decoder walks S itself and carries the number k of
+tokens taken; token t is allowed at (s, k) iff S allows it and its next state s' has a final
+state within N - k - 1 more tokens (:func:`fewest`, one shortest-distance pass). That is
+S ∩ F_N state for state, so a decoder or an index needs no N-times-larger automaton; the
+materialized acceptor is made only where it is asked for (:meth:`Counted.materialize`).
 """
 
 from __future__ import annotations
+
+from bisect import bisect_right
 
 import numpy as np
 import pynini
 
 from ..artifacts import FstArrays, fst_arrays, fst_from_arrays
-from ..errors import LimitError
+from ..errors import DisallowedTokenError, LimitError
+from ..matcher import Steps, pack
 
 STAGE = "the product with the token-count filter"
 
 
+DENSE = 1 << 26  # up to this many state pairs, distinct edges are marked in a bool matrix (no sort)
+
+
 def _edges(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    pairs = np.unique(src * n + dst)
+    """The distinct (src, dst) pairs, sorted."""
+    if n * n <= DENSE:
+        seen = np.zeros(n * n, bool)
+        seen[src * n + dst] = True
+        pairs = np.flatnonzero(seen)
+    else:
+        pairs = np.unique(src * n + dst)
     return pairs // n, pairs % n
 
 
-def layers(a: FstArrays, n: int, marker: int | None, max_states: int) -> int | None:
+def layers(a: FstArrays, n: int, marker: int | None, max_states: int,
+           edges: tuple[np.ndarray, np.ndarray] | None = None) -> int | None:
     """The accessible states of S x F_n; None when S has no path of more than ``n`` tokens.
-    LimitError (at least) past ``max_states``."""
+    LimitError (at least) past ``max_states``. ``edges``: S's distinct token edges, if known
+    (no marker)."""
     size = len(a.final)
     boundary = a.ilabel == marker if marker is not None else np.zeros(len(a.ilabel), bool)
-    t_src, t_dst = _edges(a.src[~boundary], a.nextstate[~boundary], size)
+    t_src, t_dst = edges if edges is not None and marker is None else _edges(a.src[~boundary], a.nextstate[~boundary], size)
     m_src, m_dst = _edges(a.src[boundary], a.nextstate[boundary], size)
 
     def closed(layer: np.ndarray) -> np.ndarray:  # the states reached from the layer by boundaries
@@ -92,3 +112,153 @@ def restrict(fst: pynini.Fst, n: int, marker: int | None, max_states: int) -> py
         raise LimitError(STAGE, "max_states", max_states, states, remedy="simplify", at_least=True)
     labels = np.unique(a.ilabel)
     return pynini.intersect(fst, counter(labels[labels != marker] if marker is not None else labels, n, marker))
+
+
+FAR = 1 << 60  # fewest() of a state without a final state after it
+
+
+def fewest(num_states: int, final: np.ndarray, src: np.ndarray, dst: np.ndarray, distinct: bool = False) -> np.ndarray:
+    """Per state, the fewest tokens (arcs src -> dst) to a final state, FAR where there is none:
+    OpenFst's reverse shortest distance over S's distinct state-to-state edges (``distinct``:
+    src -> dst are those already), each weighing 1."""
+    if num_states == 0:
+        return np.zeros(0, np.int64)
+    s, d = (src, dst) if distinct else _edges(np.asarray(src, np.int64), np.asarray(dst, np.int64), num_states)
+    ones = np.ones(len(s), np.int64)
+    g = pynini.arcmap(fst_from_arrays(num_states, 0, final, s, ones, ones, d), map_type="times", weight=1)
+    dist = np.array([float(w) for w in pynini.shortestdistance(g, reverse=True)], float)
+    dist = np.concatenate([dist, np.full(num_states - len(dist), np.inf)]) - 1  # final weights were made 1 too
+    return np.where(np.isfinite(dist), dist, FAR).astype(np.int64)
+
+
+class Counted:
+    """S ∩ F_N kept as S and N (seed 001 App. B's Gamma^k without the product): ``fst`` is S (a
+    deterministic, trimmed token acceptor, labels id + 1, no boundary labels), ``limit`` is N.
+    EmptyLanguageError-free by construction: :func:`counted` refuses an S with no sequence
+    within N tokens."""
+
+    def __init__(self, fst: pynini.Fst, limit: int, arrays: FstArrays | None = None):
+        self.fst, self.limit = fst, limit
+        self.arrays = a = arrays if arrays is not None else fst_arrays(fst)
+        self.edges = _edges(a.src, a.nextstate, len(a.final))
+        self.fewest = fewest(len(a.final), a.final, *self.edges, distinct=True)
+
+    def empty(self) -> bool:
+        return len(self.fewest) == 0 or self.fst.start() < 0 or int(self.fewest[self.fst.start()]) > self.limit
+
+    def binds(self) -> bool:
+        """Has S a sequence of more than N tokens (else S ∩ F_N = S)?"""
+        return layers(self.arrays, self.limit, None, FAR, self.edges) is not None
+
+    def materialize(self, max_states: int) -> pynini.Fst:
+        """The minimal acceptor of S ∩ F_N (LimitError past ``max_states``, before it is built)."""
+        out = restrict(self.fst, self.limit, None, max_states)
+        if out is None:
+            return self.fst
+        out.minimize()
+        return out.set_input_symbols(self.fst.input_symbols()).set_output_symbols(self.fst.output_symbols())
+
+    def decoder(self, base) -> CountedDecoder:
+        """The per-step decoder over ``base``, S's own decoder (``constraint.FstDecoder``)."""
+        return CountedDecoder(base, self.limit, self.fewest)
+
+
+class CountedDecoder(Steps):
+    """The decoder of S ∩ F_N over S's decoder ``base`` (an index or a materialized acceptor,
+    without terminal labels): state ``k * n + s`` is S's state s after k tokens (n: S's states).
+    A state whose budget binds (some next state needs more tokens than are left) has its own
+    packed mask, made at load for every (state, budget) that can differ from S's own mask."""
+
+    def __init__(self, base, limit: int, fewest_: np.ndarray):
+        if getattr(base, "terminals", None):
+            raise ValueError("a token-count budget over terminal labels")  # refused earlier: check_options
+        self.base, self.limit, self.n = base, limit, len(fewest_)
+        self.vocab_size, self.healing = base.vocab_size, base.healing
+        self.fewest = fewest_
+        self._fewest = fewest_.tolist()
+        nexts, noff = base._nexts, base._noff
+        far = fewest_[nexts] if len(nexts) else np.zeros(0, np.int64)
+        owner = np.repeat(np.arange(self.n), np.diff(noff))
+        top = np.full(self.n, -1, np.int64)
+        np.maximum.at(top, owner, far)
+        self._top = top.tolist()
+        self._cuts: dict[int, tuple[list[int], list[np.ndarray]]] = {}
+        self._variants(owner, far, top)
+
+    def _variants(self, owner: np.ndarray, far: np.ndarray, top: np.ndarray) -> None:
+        """Per state s, the distinct budgets v below top[s] (the tokens kept: those whose next
+        state has fewest <= v), and their packed masks: made now within the decoders' bitmask
+        budget, else each on first use."""
+        from ..constraint import BITMASK_BUDGET, _packed_rows
+
+        below = far < top[owner]  # then far < n: a state's fewest, finite
+        key = np.unique(owner[below] * (self.n + 1) + far[below])
+        ps, pv = key // (self.n + 1), key % (self.n + 1)
+        for s, v in zip(ps.tolist(), pv.tolist()):
+            self._cuts.setdefault(s, ([], []))[0].append(v)
+        self._empty = pack(np.zeros(self.vocab_size, bool))
+        self._empty.setflags(write=False)
+        if not len(key) or len(key) * ((self.vocab_size + 31) // 32) * 4 > BITMASK_BUDGET:
+            return
+        b = self.base  # every pair's arcs at once: pair j has the arcs of its state ps[j]
+        first = np.asarray(b._noff)[ps]
+        deg = np.asarray(b._noff)[ps + 1] - first
+        pair = np.repeat(np.arange(len(key)), deg)
+        at = np.arange(len(pair)) - np.repeat(np.cumsum(deg) - deg, deg)
+        lfirst = np.asarray(b._loff)[ps if b._row is None else np.asarray(b._row)[ps]]
+        keep = self.fewest[b._nexts[first[pair] + at]] <= pv[pair]
+        offs = np.zeros(len(key) + 1, np.int64)
+        np.cumsum(np.bincount(pair[keep], minlength=len(key)), out=offs[1:])
+        packed = _packed_rows(b._labels[(lfirst[pair] + at)[keep]].astype(np.int64), offs, self.vocab_size)
+        for s, row in zip(ps.tolist(), packed):
+            self._cuts[s][1].append(row)
+
+    def _kept(self, s: int, budget: int) -> np.ndarray:
+        """S's tokens at s whose next state has a final state within ``budget`` tokens."""
+        labels, nexts = self.base.arcs(s)
+        return labels[self.fewest[nexts] <= budget]
+
+    def initial(self) -> int:
+        return self.base.initial()
+
+    def arcs(self, state: int) -> tuple[np.ndarray, np.ndarray]:
+        """Token ids (sorted) and next states of ``state``."""
+        k, s = divmod(state, self.n)
+        labels, nexts = self.base.arcs(s)
+        keep = self.fewest[nexts] <= self.limit - k - 1
+        return labels[keep], nexts[keep] + (k + 1) * self.n
+
+    def mask(self, state: int) -> np.ndarray:
+        m = np.zeros(self.vocab_size, bool)
+        m[self.arcs(state)[0]] = True
+        return m
+
+    def bitmask(self, state: int) -> np.ndarray:
+        """``mask(state)`` as packed int32 words (read-only): S's own where the budget does not bind."""
+        k, s = divmod(state, self.n)
+        left = self.limit - k - 1
+        if left >= self._top[s]:
+            return self.base.bitmask(s)
+        budgets, masks = self._cuts.get(s, ((), ()))
+        i = bisect_right(budgets, left) - 1
+        if i < 0:
+            return self._empty
+        while len(masks) <= i:  # made on first use (past the budget at load)
+            m = np.zeros(self.vocab_size, bool)
+            m[self._kept(s, budgets[len(masks)])] = True
+            masks.append(pack(m))
+            masks[-1].setflags(write=False)
+        return masks[i]
+
+    def advance(self, state: int, token: int) -> int:
+        k, s = divmod(state, self.n)
+        try:
+            nxt = self.base.advance(s, token)
+        except DisallowedTokenError:
+            raise DisallowedTokenError(token, state) from None
+        if self._fewest[nxt] > self.limit - k - 1:
+            raise DisallowedTokenError(token, state)
+        return (k + 1) * self.n + nxt
+
+    def is_final(self, state: int) -> bool:
+        return self.base.is_final(state % self.n)

@@ -1,0 +1,190 @@
+"""``max_tokens`` without the product (``filters.length.Counted``): a decoder and an index that walk S
+and count tokens answer exactly as the materialized S ∩ F_N (minimal, made by OpenFst's
+intersection), at every reachable state: masks, packed masks (made at load and on first use),
+finality and refusals; the index (version 3) round-trips through ``constraint.load`` and the
+command line; a canonical automaton that C leaves factorized is rebuilt from S ∩ F_N."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tokfst_cli import catalogue, constraint, pipeline
+from tokfst_cli.errors import DisallowedTokenError, EmptyLanguageError
+from tokfst_cli.filters import Filters, length
+from tokfst_cli.matcher import pack
+
+from ..conftest import TOKENIZER
+from ..runner import run
+
+SMALL = [  # (tokenizer, regex, canonical, N): every reachable state is visited
+    ("gpt2", "[a-c]{1,6}", False, 3),
+    ("gpt2", "(ab|c)+", False, 4),
+    ("gpt2", " (America|中)", False, 2),
+    ("llama2", "[ab]+( [ab]+)*", False, 5),
+    ("gpt2", "(ab|c)+", True, 4),
+    ("llama2", "[ab]+( [ab]+)*", True, 3),
+    ("bert", "(hello|unbelievable|tokenizers)", True, 2),
+]
+
+
+@cache
+def built(name: str, pattern: str, canonical: bool, n: int) -> pipeline.Result:
+    return pipeline.build(TOKENIZER(name), pattern, canonical=canonical, filters=Filters(max_tokens=n))
+
+
+def counted_forms(result: pipeline.Result, tmp_path, monkeypatch) -> list:
+    """The counted decoder in memory, loaded from its index, and with every packed mask made on first use."""
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(result.index()))
+    forms = [result.decoder(), constraint.load(str(path), result.model)]
+    with monkeypatch.context() as m:
+        m.setattr(constraint, "BITMASK_BUDGET", 0)
+        forms.append(constraint.load(str(path), result.model))
+    return forms
+
+
+def lockstep(forms: list, exact, vocab_size: int, max_pairs: int | None = None, rng=None) -> int:
+    """Breadth-first over the reachable states of every form and the exact decoder together
+    (or random walks when ``rng``); returns the states visited."""
+    todo = [tuple(d.initial() for d in forms) + (exact.initial(),)]
+    seen = set(todo)
+    while todo and (max_pairs is None or len(seen) < max_pairs):
+        states = todo.pop(rng.integers(len(todo)) if rng is not None else 0)
+        want = exact.mask(states[-1])
+        for d, s in zip(forms, states):
+            assert (d.mask(s) == want).all()
+            got = d.bitmask(s)
+            assert got.dtype == np.int32 and not got.flags.writeable and (got == pack(want)).all()
+            assert d.is_final(s) == exact.is_final(states[-1])
+        allowed = np.flatnonzero(want)
+        refused = np.flatnonzero(~want)
+        for token in refused[:: max(1, len(refused) // 5)].tolist() + [vocab_size]:
+            for d, s in zip(forms, states):
+                with pytest.raises(DisallowedTokenError):
+                    d.advance(s, token)
+        picks = allowed if rng is None else rng.choice(allowed, min(3, len(allowed)), replace=False)
+        for token in picks.tolist():
+            nxt = tuple(d.advance(s, token) for d, s in zip(forms + [exact], states))
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return len(seen)
+
+
+@pytest.mark.parametrize("name,pattern,canonical,n", SMALL)
+def test_counted_forms_answer_as_the_materialized_product(name, pattern, canonical, n, tmp_path, monkeypatch):
+    result = built(name, pattern, canonical, n)
+    assert result.counted is not None and result._fst is None  # no product yet
+    forms = counted_forms(result, tmp_path, monkeypatch)
+    assert all(type(d) is length.CountedDecoder for d in forms)
+    exact = constraint.FstDecoder(result.fst, result.model.vocab_size)  # made now: S ∩ F_N, minimal
+    assert lockstep(forms, exact, result.model.vocab_size) >= result.fst.num_states()
+
+
+@settings(max_examples=8, deadline=None)
+@given(extra=st.integers(0, 8), seed=st.integers(0, 2**32 - 1))
+def test_counted_email_walks_answer_as_the_materialized_product(extra, seed, tmp_path_factory):
+    """The bench's e-mail regex on GPT-2 (125k arcs in S): random walks, N from its fewest tokens on."""
+    model = TOKENIZER("gpt2")
+    pattern = catalogue.FOUNDATION["email"]
+    plain = pipeline.build(model, pattern)
+    a = length.fst_arrays(plain.fst)
+    n = int(length.fewest(len(a.final), a.final, a.src, a.nextstate)[a.start]) + extra
+    result = built("gpt2", pattern, False, n)
+    path = tmp_path_factory.mktemp("email") / "e.json"
+    path.write_text(json.dumps(result.index()))
+    forms = [result.decoder(), constraint.load(str(path), model)]
+    exact = constraint.FstDecoder(result.fst, model.vocab_size)
+    lockstep(forms, exact, model.vocab_size, max_pairs=60, rng=np.random.default_rng(seed))
+
+
+def test_fewest_is_the_shortest_distance_in_tokens():
+    s = pipeline.build(TOKENIZER("gpt2"), "(ab|c)+x").fst
+    a = length.fst_arrays(s)
+    got = length.fewest(len(a.final), a.final, a.src, a.nextstate)
+    # brute force: breadth first from each state
+    succ = {q: set(a.nextstate[a.src == q].tolist()) for q in range(len(a.final))}
+    for q in range(len(a.final)):
+        layer, k = {q}, 0
+        while not any(a.final[list(layer)]):
+            layer, k = set().union(*(succ[p] for p in layer)), k + 1
+        assert got[q] == k
+
+
+def test_a_bound_that_never_binds_leaves_the_result_and_the_index_as_they_were():
+    model = TOKENIZER("gpt2")
+    plain = pipeline.build(model, "[a-c]{1,6}")
+    loose = pipeline.build(model, "[a-c]{1,6}", filters=Filters(max_tokens=6))
+    assert loose.counted is None and loose.index()["version"] == plain.index()["version"] == 1
+    assert built("gpt2", "[a-c]{1,6}", False, 3).index()["version"] == 3
+    with pytest.raises(EmptyLanguageError) as e:
+        pipeline.build(model, "abcdefgh ", filters=Filters(max_tokens=0))
+    assert e.value.hint == "filters-empty"
+
+
+def test_a_damaged_or_misversioned_counted_index_is_refused(tmp_path):
+    result = built("gpt2", "(ab|c)+", False, 4)
+    model = result.model
+    good = result.index()
+    assert good["version"] == 3 and good["max_tokens"] == 4
+    cases = {
+        "tampered": dict(good, max_tokens=5),  # the checksum covers it
+        "dropped": {k: v for k, v in good.items() if k != "max_tokens"},
+        "old version": dict(good, version=1),
+    }
+    for what, index in cases.items():
+        path = tmp_path / "bad.json"
+        path.write_text(json.dumps(index))
+        with pytest.raises(Exception) as e:
+            constraint.load(str(path), model)
+        assert e.value.hint == "rebuild-index", what
+    from tokfst_cli.index import checksum
+
+    bad = dict(good, max_tokens=True)
+    bad["sha256"] = checksum(bad)
+    assert constraint.index_problem(bad) == "bad max_tokens field"
+
+
+def test_a_canonical_automaton_left_factorized_is_built_from_s_within_n_tokens():
+    """C(S) factorized (max_arcs 1): C is run again on S ∩ F_N, so every walk ends within N tokens
+    and its masks are those of the materialized count."""
+    model, n = TOKENIZER("gpt2"), 3
+    pattern = "[a-z]+( [a-z]+){0,2}"
+    lazy = pipeline.build(model, pattern, canonical=True, filters=Filters(max_tokens=n),
+                          limits=pipeline.Limits(max_arcs=1))
+    assert not lazy.materialized and lazy.counted is None
+    exact = built("gpt2", pattern, True, n).decoder()
+    rng = np.random.default_rng(0)
+    d = lazy.decoder()
+    for _ in range(30):
+        s, e, k = d.initial(), exact.initial(), 0
+        while True:
+            mask = d.mask(s)
+            assert (mask == exact.mask(e)).all() and d.is_final(s) == exact.is_final(e)
+            if not mask.any() or (d.is_final(s) and rng.random() < 0.3):
+                break
+            t = int(rng.choice(np.flatnonzero(mask)))
+            s, e, k = d.advance(s, t), exact.advance(e, t), k + 1
+        assert d.is_final(s) and k <= n
+
+
+def test_promote_writes_the_counted_index_and_the_materialized_fst(tmp_path):
+    pattern = catalogue.FOUNDATION["email"]
+    out = tmp_path / "e.json"
+    r = run("promote", TOKENIZER.arg("gpt2"), out, "-e", pattern, "--max-tokens", "11", "--format", "index")
+    assert r.rc == 0 and r.err == b"", r.stderr
+    index = json.loads(out.read_text())
+    plain = pipeline.build(TOKENIZER("gpt2"), pattern)
+    assert index["version"] == 3 and index["max_tokens"] == 11
+    assert index["stats"]["states"] == plain.fst.num_states()  # S's states, not the product's
+    huge = tmp_path / "h.json"
+    assert run("promote", TOKENIZER.arg("gpt2"), huge, "-e", "[a-z]+", "--max-tokens", "1000000000",
+               "--format", "index").rc == 0  # no product: no limit to pass
+    r = run("promote", TOKENIZER.arg("gpt2"), tmp_path / "h.fst", "-e", "[a-z]+", "--max-tokens", "1000000000")
+    assert r.rc == 3 and b"token-count filter" in r.err and not (tmp_path / "h.fst").exists()
