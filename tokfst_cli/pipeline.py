@@ -369,7 +369,7 @@ def build(model: TokenizerModel, pattern: str, *, canonical: bool = False, metho
     with stage("P: preprocessing"):
         text = preprocess(model, a, canonical, limits, level, cache)
     others = replace(filters, max_tokens=None)  # max_tokens: on the result, kept as S and N (_count_tokens)
-    redo = None
+    pending = filters.max_tokens is not None
     if maxmatch:
         with stage(f"S+C: canonical MaxMatch ({method})"):
             canonicalize_maxmatch(model, a, text, method, limits, artifact, factorized_ok, result)
@@ -385,17 +385,16 @@ def build(model: TokenizerModel, pattern: str, *, canonical: bool = False, metho
                                         max_states=limits.max_states, arrays=promoted.arrays)
         if canonical:
             with stage(f"C: canonical BPE ({method}, {level} level)"):
-                canonicalize_bpe(model, a, agnostic, method, limits, artifact, factorized_ok, result, level)
+                pending = _canonical_counted(model, a, agnostic, method, limits, artifact, factorized_ok, result,
+                                             level, filters, marked)
                 if method == "gadgets":
                     _token_filters_after(model, result, filters)
-            redo = (lambda: canonicalize_bpe(model, a, _counted_first(model, agnostic, filters, marked, limits), method,
-                                             limits, artifact, factorized_ok, result, level))
         else:
             result.fst = agnostic
-    if filters.max_tokens is not None:
+    if pending:
         with stage("the token-count filter (max_tokens)"):
-            same = not canonical and not maxmatch and result._fst is promoted.fst  # S's arcs read already
-            _count_tokens(result, filters, redo, promoted.arrays if same else None)
+            same = not canonical and result._fst is promoted.fst  # S's arcs read already
+            _count_tokens(result, filters, promoted.arrays if same else None)
     if prompt is not None:
         from . import healing
 
@@ -436,33 +435,45 @@ def _marker(model: TokenizerModel, marked: bool) -> int | None:
     return marker_label(model) if marked else None
 
 
-def _counted_first(model: TokenizerModel, agnostic: pynini.Fst, filters: Filters, marked: bool,
-                   limits: Limits) -> pynini.Fst:
-    """S ∩ F_N materialized before C: for a canonical automaton that C leaves factorized."""
+def _canonical_counted(model: TokenizerModel, a: ByteAutomaton, agnostic: pynini.Fst, method: str, limits: Limits,
+                       artifact: str | None, factorized_ok: bool, result: Result, level: str, filters: Filters,
+                       marked: bool) -> bool:
+    """C for BPE with ``max_tokens`` placed where it costs least (C(S ∩ F_N) = C(S) ∩ F_N); whether
+    the count is still to be applied to the (materialized) result.
+
+    An acyclic S (a finite language, whose C(S) is mostly materialized): C(S) first, then the
+    count kept as C(S) and N; should C(S) pass a limit, C(S ∩ F_N) instead. A cyclic S (free
+    text, whose C(S) is mostly factorized): C(S ∩ F_N) at once, as trying C(S) would cost a
+    failed materialization."""
+    if filters.max_tokens is None or method == "gadgets":
+        canonicalize_bpe(model, a, agnostic, method, limits, artifact, factorized_ok, result, level)
+        return filters.max_tokens is not None
+    if agnostic.properties(pynini.ACYCLIC, True) == pynini.ACYCLIC:
+        try:
+            canonicalize_bpe(model, a, agnostic, method, limits, artifact, False, result, level)
+            return True
+        except LimitError:
+            result.lazy = result.serialize = result.overflow = None
     from .filters import apply_tokens
 
-    return apply_tokens(model, agnostic, Filters(max_tokens=filters.max_tokens), _marker(model, marked),
-                        max_states=limits.max_states)
+    counted = apply_tokens(model, agnostic, Filters(max_tokens=filters.max_tokens), _marker(model, marked),
+                           max_states=limits.max_states)
+    canonicalize_bpe(model, a, counted, method, limits, artifact, factorized_ok, result, level)
+    return False
 
 
-def _count_tokens(result: Result, filters: Filters, redo: Callable[[], Result] | None,
-                  arrays: FstArrays | None = None) -> None:
-    """max_tokens on the result (C(S ∩ F_N) = C(S) ∩ F_N): a materialized one is kept as itself
-    and N (``filters.length.Counted``: no product unless its fst is asked for); a factorized
-    BPE one is built again from S ∩ F_N (``redo``), a factorized WordPiece one refused by name."""
+def _count_tokens(result: Result, filters: Filters, arrays: FstArrays | None = None) -> None:
+    """max_tokens on a materialized result (C(S ∩ F_N) = C(S) ∩ F_N), kept as itself and N
+    (``filters.length.Counted``: no product unless its fst is asked for); a factorized
+    (WordPiece) one is refused by name."""
     from .filters import length, tokens
 
     if result._fst is None:
-        if redo is None:
-            _refuse_factorized(filters)
-        result.lazy = result.serialize = result.overflow = None
-        redo()
-        return
+        _refuse_factorized(filters)
     counted = length.Counted(result._fst, filters.max_tokens, arrays)
     if counted.empty():
         raise tokens.no_sequence([n for n in filters.names() if n not in ("scripts", "ascii", "nfc")])
-    if counted.binds():  # else no sequence has more than N tokens: the result as it is
-        result._fst, result.counted = None, counted
+    result._fst, result.counted = None, counted  # kept even where no sequence is longer: the index records N
 
 
 def _refuse_factorized(filters: Filters) -> None:

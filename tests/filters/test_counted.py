@@ -10,12 +10,13 @@ import json
 from functools import cache
 
 import numpy as np
+import pynini
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokfst_cli import catalogue, constraint, pipeline
-from tokfst_cli.errors import DisallowedTokenError, EmptyLanguageError
+from tokfst_cli.errors import DisallowedTokenError, EmptyLanguageError, LimitError
 from tokfst_cli.filters import Filters, length
 from tokfst_cli.matcher import pack
 
@@ -27,8 +28,8 @@ SMALL = [  # (tokenizer, regex, canonical, N): every reachable state is visited
     ("gpt2", "(ab|c)+", False, 4),
     ("gpt2", " (America|中)", False, 2),
     ("llama2", "[ab]+( [ab]+)*", False, 5),
-    ("gpt2", "(ab|c)+", True, 4),
-    ("llama2", "[ab]+( [ab]+)*", True, 3),
+    ("gpt2", "(ab|c){1,5}", True, 4),  # canonical: the count after C needs an acyclic S
+    ("llama2", "[ab]{1,4}( [ab]{1,3})?", True, 3),
     ("bert", "(hello|unbelievable|tokenizers)", True, 2),
 ]
 
@@ -117,15 +118,27 @@ def test_fewest_is_the_shortest_distance_in_tokens():
         assert got[q] == k
 
 
-def test_a_bound_that_never_binds_leaves_the_result_and_the_index_as_they_were():
+def test_a_bound_that_never_binds_answers_as_the_plain_automaton():
+    """No sequence of "[a-c]{1,6}" has more than 6 tokens: with N = 6 the decoder answers as S's at
+    every state, the .fst is S itself, and the index still records N (version 3)."""
     model = TOKENIZER("gpt2")
     plain = pipeline.build(model, "[a-c]{1,6}")
     loose = pipeline.build(model, "[a-c]{1,6}", filters=Filters(max_tokens=6))
-    assert loose.counted is None and loose.index()["version"] == plain.index()["version"] == 1
-    assert built("gpt2", "[a-c]{1,6}", False, 3).index()["version"] == 3
+    assert loose.index()["version"] == 3 and loose.index()["max_tokens"] == 6 and plain.index()["version"] == 1
+    assert lockstep([loose.decoder()], plain.decoder(), model.vocab_size) >= plain.fst.num_states()
+    assert loose.fst.num_states() == plain.fst.num_states() and pynini.equivalent(loose.fst, plain.fst)
     with pytest.raises(EmptyLanguageError) as e:
         pipeline.build(model, "abcdefgh ", filters=Filters(max_tokens=0))
     assert e.value.hint == "filters-empty"
+
+
+def test_fewest_is_the_same_in_python_and_in_openfst(monkeypatch):
+    """Few edges are searched in Python, many by OpenFst's shortest distance: the same distances."""
+    s = pipeline.build(TOKENIZER("llama2"), "[ab]+( [ab]+){0,3}c?").fst
+    a = length.fst_arrays(s)
+    small = length.fewest(len(a.final), a.final, a.src, a.nextstate)
+    monkeypatch.setattr(length, "FEW_EDGES", 0)
+    assert (length.fewest(len(a.final), a.final, a.src, a.nextstate) == small).all()
 
 
 def test_a_damaged_or_misversioned_counted_index_is_refused(tmp_path):
@@ -151,9 +164,21 @@ def test_a_damaged_or_misversioned_counted_index_is_refused(tmp_path):
     assert constraint.index_problem(bad) == "bad max_tokens field"
 
 
+def test_a_finite_canonical_automaton_past_a_limit_is_built_from_s_within_n_tokens():
+    """An acyclic S whose C(S) passes max_arcs (369 arcs > 300) where C(S ∩ F_2) fits: the
+    .fst (no factorized form allowed) is C(S ∩ F_2), equal to the count applied after C."""
+    model = TOKENIZER("gpt2")
+    with pytest.raises(LimitError):
+        pipeline.build(model, "[a-c]{1,6}", canonical=True, limits=pipeline.Limits(max_arcs=300), factorized_ok=False)
+    tight = pipeline.build(model, "[a-c]{1,6}", canonical=True, filters=Filters(max_tokens=2),
+                           limits=pipeline.Limits(max_arcs=300), factorized_ok=False)
+    assert tight.counted is None and tight.fst is not None
+    assert pynini.equivalent(tight.fst, built("gpt2", "[a-c]{1,6}", True, 2).fst)
+
+
 def test_a_canonical_automaton_left_factorized_is_built_from_s_within_n_tokens():
-    """C(S) factorized (max_arcs 1): C is run again on S ∩ F_N, so every walk ends within N tokens
-    and its masks are those of the materialized count."""
+    """A cyclic S (free text) whose C(S) is factorized (max_arcs 1): C runs on S ∩ F_N, so every
+    walk ends within N tokens and its masks are those of the materialized count."""
     model, n = TOKENIZER("gpt2"), 3
     pattern = "[a-z]+( [a-z]+){0,2}"
     lazy = pipeline.build(model, pattern, canonical=True, filters=Filters(max_tokens=n),

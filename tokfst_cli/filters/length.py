@@ -115,6 +115,7 @@ def restrict(fst: pynini.Fst, n: int, marker: int | None, max_states: int) -> py
 
 
 FAR = 1 << 60  # fewest() of a state without a final state after it
+FEW_EDGES = 2048  # up to this many distinct edges, fewest() searches in Python
 
 
 def fewest(num_states: int, final: np.ndarray, src: np.ndarray, dst: np.ndarray, distinct: bool = False) -> np.ndarray:
@@ -124,6 +125,14 @@ def fewest(num_states: int, final: np.ndarray, src: np.ndarray, dst: np.ndarray,
     if num_states == 0:
         return np.zeros(0, np.int64)
     s, d = (src, dst) if distinct else _edges(np.asarray(src, np.int64), np.asarray(dst, np.int64), num_states)
+    if len(s) <= FEW_EDGES:  # pynini's fixed costs (~0.2 ms) dominate: the breadth-first search in Python
+        from ..steering import _backward
+
+        back: list[list[int]] = [[] for _ in range(num_states)]
+        for p, q in zip(s.tolist(), d.tolist()):
+            back[q].append(p)
+        dist = _backward(back, np.asarray(final, bool))
+        return np.where(dist >= 1 << 30, FAR, dist)
     ones = np.ones(len(s), np.int64)
     g = pynini.arcmap(fst_from_arrays(num_states, 0, final, s, ones, ones, d), map_type="times", weight=1)
     dist = np.array([float(w) for w in pynini.shortestdistance(g, reverse=True)], float)
@@ -140,15 +149,10 @@ class Counted:
     def __init__(self, fst: pynini.Fst, limit: int, arrays: FstArrays | None = None):
         self.fst, self.limit = fst, limit
         self.arrays = a = arrays if arrays is not None else fst_arrays(fst)
-        self.edges = _edges(a.src, a.nextstate, len(a.final))
-        self.fewest = fewest(len(a.final), a.final, *self.edges, distinct=True)
+        self.fewest = fewest(len(a.final), a.final, a.src, a.nextstate)
 
     def empty(self) -> bool:
         return len(self.fewest) == 0 or self.fst.start() < 0 or int(self.fewest[self.fst.start()]) > self.limit
-
-    def binds(self) -> bool:
-        """Has S a sequence of more than N tokens (else S ∩ F_N = S)?"""
-        return layers(self.arrays, self.limit, None, FAR, self.edges) is not None
 
     def materialize(self, max_states: int) -> pynini.Fst:
         """The minimal acceptor of S ∩ F_N (LimitError past ``max_states``, before it is built)."""
@@ -167,7 +171,8 @@ class CountedDecoder(Steps):
     """The decoder of S ∩ F_N over S's decoder ``base`` (an index or a materialized acceptor,
     without terminal labels): state ``k * n + s`` is S's state s after k tokens (n: S's states).
     A state whose budget binds (some next state needs more tokens than are left) has its own
-    packed mask, made at load for every (state, budget) that can differ from S's own mask."""
+    packed mask, made at load for every (state, budget) that can differ from S's own mask
+    (within the decoders' bitmask budget, else on first use)."""
 
     def __init__(self, base, limit: int, fewest_: np.ndarray):
         if getattr(base, "terminals", None):
@@ -176,28 +181,32 @@ class CountedDecoder(Steps):
         self.vocab_size, self.healing = base.vocab_size, base.healing
         self.fewest = fewest_
         self._fewest = fewest_.tolist()
-        nexts, noff = base._nexts, base._noff
+        nexts, noff = base._nexts, np.asarray(base._noff)
         far = fewest_[nexts] if len(nexts) else np.zeros(0, np.int64)
-        owner = np.repeat(np.arange(self.n), np.diff(noff))
+        degree = np.diff(noff)
+        owner = np.repeat(np.arange(self.n), degree)
         top = np.full(self.n, -1, np.int64)
-        np.maximum.at(top, owner, far)
+        some = degree > 0
+        if len(far):
+            top[some] = np.maximum.reduceat(far, noff[:-1][some])
         self._top = top.tolist()
         self._cuts: dict[int, tuple[list[int], list[np.ndarray]]] = {}
-        self._variants(owner, far, top)
+        self._empty = pack(np.zeros(self.vocab_size, bool))
+        self._empty.setflags(write=False)
+        if len(far) and (far < top[owner]).any():
+            self._variants(owner, far, top)
 
     def _variants(self, owner: np.ndarray, far: np.ndarray, top: np.ndarray) -> None:
         """Per state s, the distinct budgets v below top[s] (the tokens kept: those whose next
         state has fewest <= v), and their packed masks: made now within the decoders' bitmask
         budget, else each on first use."""
-        from ..constraint import BITMASK_BUDGET, _packed_rows
+        from ..constraint import BITMASK_BUDGET
 
         below = far < top[owner]  # then far < n: a state's fewest, finite
         key = np.unique(owner[below] * (self.n + 1) + far[below])
         ps, pv = key // (self.n + 1), key % (self.n + 1)
         for s, v in zip(ps.tolist(), pv.tolist()):
             self._cuts.setdefault(s, ([], []))[0].append(v)
-        self._empty = pack(np.zeros(self.vocab_size, bool))
-        self._empty.setflags(write=False)
         if not len(key) or len(key) * ((self.vocab_size + 31) // 32) * 4 > BITMASK_BUDGET:
             return
         b = self.base  # every pair's arcs at once: pair j has the arcs of its state ps[j]
@@ -206,10 +215,18 @@ class CountedDecoder(Steps):
         pair = np.repeat(np.arange(len(key)), deg)
         at = np.arange(len(pair)) - np.repeat(np.cumsum(deg) - deg, deg)
         lfirst = np.asarray(b._loff)[ps if b._row is None else np.asarray(b._row)[ps]]
-        keep = self.fewest[b._nexts[first[pair] + at]] <= pv[pair]
-        offs = np.zeros(len(key) + 1, np.int64)
-        np.cumsum(np.bincount(pair[keep], minlength=len(key)), out=offs[1:])
-        packed = _packed_rows(b._labels[(lfirst[pair] + at)[keep]].astype(np.int64), offs, self.vocab_size)
+        drop = self.fewest[b._nexts[first[pair] + at]] > pv[pair]
+        # S's own packed rows, copied, with the dropped tokens' bits cleared (labels sorted per state)
+        words = (self.vocab_size + 31) // 32
+        rows = np.stack([b.bitmask(s) for s in ps.tolist()]).view(np.uint32)
+        lab = b._labels[(lfirst[pair] + at)[drop]].astype(np.int64)
+        cell = pair[drop] * words + (lab >> 5)
+        cells, start = np.unique(cell, return_index=True)
+        bits = np.bitwise_or.reduceat(np.left_shift(np.uint32(1), (lab & 31).astype(np.uint32)), start) if len(lab) else 0
+        flat = rows.reshape(-1)
+        flat[cells] &= ~np.asarray(bits, np.uint32)
+        packed = rows.view("<i4")
+        packed.setflags(write=False)
         for s, row in zip(ps.tolist(), packed):
             self._cuts[s][1].append(row)
 
