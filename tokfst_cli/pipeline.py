@@ -50,6 +50,7 @@ from .regex import ByteAutomaton, compile_regex
 from .tokenizer import TokenizerModel
 
 METHODS = {"bpe": ("implicit", "precomputed", "gadgets"), "wordpiece": ("product", "aho")}
+PROBE_ARCS = 1 << 19  # max_tokens over a cyclic S: C(S) is tried up to this many arcs (_canonical_counted)
 LEVELS = ("pipeline", "model")  # canonical for encode (whole pipeline) or for the BPE model on one pre-token
 
 
@@ -441,19 +442,19 @@ def _canonical_counted(model: TokenizerModel, a: ByteAutomaton, agnostic: pynini
     """C for BPE with ``max_tokens`` placed where it costs least (C(S ∩ F_N) = C(S) ∩ F_N); whether
     the count is still to be applied to the (materialized) result.
 
-    An acyclic S (a finite language, whose C(S) is mostly materialized): C(S) first, then the
-    count kept as C(S) and N; should C(S) pass a limit, C(S ∩ F_N) instead. A cyclic S (free
-    text, whose C(S) is mostly factorized): C(S ∩ F_N) at once, as trying C(S) would cost a
-    failed materialization."""
+    C(S) is materialized first, then the count kept as C(S) and N (no product); should C(S)
+    pass a limit, C(S ∩ F_N) is built instead. For a cyclic S (free text, whose C(S) is mostly
+    too big) that first attempt stops at PROBE_ARCS arcs, so a failed one costs little."""
     if filters.max_tokens is None or method == "gadgets":
         canonicalize_bpe(model, a, agnostic, method, limits, artifact, factorized_ok, result, level)
         return filters.max_tokens is not None
-    if agnostic.properties(pynini.ACYCLIC, True) == pynini.ACYCLIC:
-        try:
-            canonicalize_bpe(model, a, agnostic, method, limits, artifact, False, result, level)
-            return True
-        except LimitError:
-            result.lazy = result.serialize = result.overflow = None
+    acyclic = agnostic.properties(pynini.ACYCLIC, True) == pynini.ACYCLIC
+    probe = limits if acyclic else replace(limits, max_arcs=min(limits.max_arcs, PROBE_ARCS))
+    try:
+        canonicalize_bpe(model, a, agnostic, method, probe, artifact, False, result, level)
+        return True
+    except LimitError:
+        result.lazy = result.serialize = result.overflow = None
     from .filters import apply_tokens
 
     counted = apply_tokens(model, agnostic, Filters(max_tokens=filters.max_tokens), _marker(model, marked),

@@ -46,12 +46,16 @@ def distances(dec) -> tuple:
         labels, nexts, after = arcs(p)
         for q in set(nexts.tolist()) | ({after} if after >= 0 else set()):
             back[q].append(p)
-    return arcs, _backward(back, finals)
+    return arcs, backward(back, finals)
 
 
-def _backward(back: list[list[int]], finals: np.ndarray) -> np.ndarray:
-    """Breadth-first distance to a final state over reversed edges (unreachable: 2^30)."""
-    dist = np.full(len(back), 1 << 30, np.int64)
+UNREACHED = 1 << 30  # backward()'s distance of a state without a final state after it
+
+
+def backward(back: list[list[int]], finals: np.ndarray) -> np.ndarray:
+    """Breadth-first distance to a final state over reversed edges (``back[q]``: the states with
+    an edge to q; unreachable: UNREACHED)."""
+    dist = np.full(len(back), UNREACHED, np.int64)
     queue = deque(np.flatnonzero(finals).tolist())
     dist[list(queue)] = 0
     while queue:
@@ -94,7 +98,7 @@ def text_steering(machine) -> Closer:
     for s, arcs in enumerate(machine.delta):
         for t in arcs.values():
             back[t].append(s)
-    dist = _backward(back, np.asarray(machine.finals, bool))
+    dist = backward(back, np.asarray(machine.finals, bool))
 
     def closer(state, toks: np.ndarray) -> np.ndarray:
         pick = toks[:: max(1, len(toks) // 64)]

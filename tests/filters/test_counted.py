@@ -28,7 +28,8 @@ SMALL = [  # (tokenizer, regex, canonical, N): every reachable state is visited
     ("gpt2", "(ab|c)+", False, 4),
     ("gpt2", " (America|中)", False, 2),
     ("llama2", "[ab]+( [ab]+)*", False, 5),
-    ("gpt2", "(ab|c){1,5}", True, 4),  # canonical: the count after C needs an acyclic S
+    ("gpt2", "(ab|c){1,5}", True, 4),
+    ("gpt2", "(ab|c)+", True, 4),  # a cyclic S whose C(S) passes the probe (pipeline.PROBE_ARCS)
     ("llama2", "[ab]{1,4}( [ab]{1,3})?", True, 3),
     ("bert", "(hello|unbelievable|tokenizers)", True, 2),
 ]
@@ -88,7 +89,7 @@ def test_counted_forms_answer_as_the_materialized_product(name, pattern, canonic
     assert lockstep(forms, exact, result.model.vocab_size) >= result.fst.num_states()
 
 
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=5, deadline=None)
 @given(extra=st.integers(0, 8), seed=st.integers(0, 2**32 - 1))
 def test_counted_email_walks_answer_as_the_materialized_product(extra, seed, tmp_path_factory):
     """The bench's e-mail regex on GPT-2 (125k arcs in S): random walks, N from its fewest tokens on."""

@@ -32,7 +32,7 @@ from ..matcher import Steps, pack
 STAGE = "the product with the token-count filter"
 
 
-DENSE = 1 << 26  # up to this many state pairs, distinct edges are marked in a bool matrix (no sort)
+DENSE = 1 << 22  # up to this many state pairs, distinct edges are marked in a bool matrix (no sort)
 
 
 def _edges(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -118,21 +118,22 @@ FAR = 1 << 60  # fewest() of a state without a final state after it
 FEW_EDGES = 2048  # up to this many distinct edges, fewest() searches in Python
 
 
-def fewest(num_states: int, final: np.ndarray, src: np.ndarray, dst: np.ndarray, distinct: bool = False) -> np.ndarray:
+def fewest(num_states: int, final: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     """Per state, the fewest tokens (arcs src -> dst) to a final state, FAR where there is none:
-    OpenFst's reverse shortest distance over S's distinct state-to-state edges (``distinct``:
-    src -> dst are those already), each weighing 1."""
+    the shortest distance over S's distinct state-to-state edges, each weighing 1; OpenFst's
+    reverse shortest distance, or for few edges, whose cost pynini's fixed costs (~0.2 ms)
+    would dominate, the breadth-first search of ``steering.backward``."""
     if num_states == 0:
         return np.zeros(0, np.int64)
-    s, d = (src, dst) if distinct else _edges(np.asarray(src, np.int64), np.asarray(dst, np.int64), num_states)
-    if len(s) <= FEW_EDGES:  # pynini's fixed costs (~0.2 ms) dominate: the breadth-first search in Python
-        from ..steering import _backward
+    s, d = _edges(np.asarray(src, np.int64), np.asarray(dst, np.int64), num_states)
+    if len(s) <= FEW_EDGES:
+        from ..steering import UNREACHED, backward
 
         back: list[list[int]] = [[] for _ in range(num_states)]
         for p, q in zip(s.tolist(), d.tolist()):
             back[q].append(p)
-        dist = _backward(back, np.asarray(final, bool))
-        return np.where(dist >= 1 << 30, FAR, dist)
+        dist = backward(back, np.asarray(final, bool))
+        return np.where(dist >= UNREACHED, FAR, dist)
     ones = np.ones(len(s), np.int64)
     g = pynini.arcmap(fst_from_arrays(num_states, 0, final, s, ones, ones, d), map_type="times", weight=1)
     dist = np.array([float(w) for w in pynini.shortestdistance(g, reverse=True)], float)
@@ -143,8 +144,8 @@ def fewest(num_states: int, final: np.ndarray, src: np.ndarray, dst: np.ndarray,
 class Counted:
     """S ∩ F_N kept as S and N (seed 001 App. B's Gamma^k without the product): ``fst`` is S (a
     deterministic, trimmed token acceptor, labels id + 1, no boundary labels), ``limit`` is N.
-    EmptyLanguageError-free by construction: :func:`counted` refuses an S with no sequence
-    within N tokens."""
+    An S without a sequence of at most N tokens is :meth:`empty` (the pipeline refuses it:
+    EmptyLanguageError)."""
 
     def __init__(self, fst: pynini.Fst, limit: int, arrays: FstArrays | None = None):
         self.fst, self.limit = fst, limit
