@@ -111,6 +111,7 @@ def settle(result, prompt: str) -> Healing:
     healing = Healing(prompt, e[:k], len(e) - k)
     if result.materialized:
         result.fst.set_start(state).connect()
+        result.arrays = None  # changed in place
     else:
         start_after(result.lazy, healing)
     return healing

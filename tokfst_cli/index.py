@@ -49,7 +49,7 @@ import numpy as np
 import pynini
 
 from . import __version__
-from .artifacts import FORMAT_VERSION, fst_arrays
+from .artifacts import FORMAT_VERSION, FstArrays, fst_arrays
 from .errors import LimitError
 from .progress import report, stage
 from .tokenizer import TokenizerModel
@@ -62,8 +62,9 @@ SMALL = 256  # below this many values, plain Python beats numpy's fixed costs
 
 def build_index(fst: pynini.Fst, model: TokenizerModel, pattern: str, max_states: int | None = None,
                 max_arcs: int | None = None, healing: dict | None = None, terminals: list = (),
-                max_tokens: int | None = None) -> dict[str, Any]:
-    """Export a deterministic token acceptor (labels = id + 1) as a coalesced index.
+                max_tokens: int | None = None, arrays: FstArrays | None = None) -> dict[str, Any]:
+    """Export a deterministic token acceptor (labels = id + 1) as a coalesced index (``arrays``:
+    its arcs, if read already).
 
     The index has the acceptor's states and arcs, counted first: past ``max_states`` or
     ``max_arcs`` a LimitError is raised before any of it is built. ``healing``: the optional
@@ -80,15 +81,15 @@ def build_index(fst: pynini.Fst, model: TokenizerModel, pattern: str, max_states
                 if arcs > max_arcs:
                     raise LimitError("the index", "max_arcs", max_arcs)
         report(states)
-        index = _index(fst, model, pattern, terminals, max_tokens)
+        index = _index(fst, model, pattern, terminals, max_tokens, arrays)
         if healing is not None:
             index["healing"] = healing
         return index
 
 
 def _index(fst: pynini.Fst, model: TokenizerModel, pattern: str, terminals: list = (),
-           max_tokens: int | None = None) -> dict[str, Any]:
-    a = fst_arrays(fst)
+           max_tokens: int | None = None, arrays: FstArrays | None = None) -> dict[str, Any]:
+    a = arrays if arrays is not None else fst_arrays(fst)
     offsets, labels, nexts = by_label(a.src, a.ilabel - 1, a.nextstate, len(a.final))
     mask_of, mask_first = coalesce(offsets, labels)
     counts = np.diff(offsets)

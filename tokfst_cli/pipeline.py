@@ -41,7 +41,6 @@ from typing import Any, Callable
 import pynini
 
 from . import lexicon as lexicon_mod
-from .artifacts import FstArrays, fst_arrays
 from .errors import InputError, LimitError
 from .filters import NONE as NO_FILTERS, Filters
 from .progress import stage
@@ -82,6 +81,7 @@ class Result:
     healing: Any = None  # with a prompt: healing.Healing (the kept prefix, the re-tokenized tail)
     terminals: list = field(default_factory=list)  # terminals.Terminal j: token label vocab_size + 1 + j
     counted: Any = None  # filters.length.Counted: max_tokens kept as S and N (the product made on first use)
+    arrays: Any = field(default=None, repr=False)  # artifacts.FstArrays of the acceptor decoder() reads, if read already
 
     @property
     def fst(self) -> pynini.Fst | None:
@@ -92,7 +92,7 @@ class Result:
 
     @fst.setter
     def fst(self, value: pynini.Fst | None) -> None:
-        self._fst, self.counted = value, None
+        self._fst, self.counted, self.arrays = value, None, None
 
     @property
     def materialized(self) -> bool:
@@ -112,7 +112,7 @@ class Result:
         return build_index(fst, self.model, self.pattern, self.limits.max_states,
                            self.limits.max_arcs if self.canonical else None,
                            self.healing.to_json() if self.healing is not None else None, self.terminals,
-                           max_tokens=self.counted.limit if self.counted is not None else None)
+                           max_tokens=self.counted.limit if self.counted is not None else None, arrays=self.arrays)
 
     def decoder(self):
         """The per-step decoder (``initial``, ``mask``, ``advance``, ``is_final``)."""
@@ -124,10 +124,9 @@ class Result:
                 live.warm()
             return self.lazy
         if self.counted is not None:
-            decoder = self.counted.decoder(FstDecoder(self.counted.fst, self.model.vocab_size,
-                                                      arrays=self.counted.arrays))
+            decoder = self.counted.decoder(FstDecoder(self.counted.fst, self.model.vocab_size, arrays=self.arrays))
         else:
-            decoder = FstDecoder(self.fst, self.model.vocab_size, self.model if self.terminals else None)
+            decoder = FstDecoder(self.fst, self.model.vocab_size, self.model if self.terminals else None, self.arrays)
         decoder.healing = self.healing
         return decoder
 
@@ -392,10 +391,11 @@ def build(model: TokenizerModel, pattern: str, *, canonical: bool = False, metho
                     _token_filters_after(model, result, filters)
         else:
             result.fst = agnostic
+            if agnostic is promoted.fst:
+                result.arrays = promoted.arrays  # read already (the decoder and the index reuse them)
     if pending:
         with stage("the token-count filter (max_tokens)"):
-            same = not canonical and result._fst is promoted.fst  # S's arcs read already
-            _count_tokens(result, filters, promoted.arrays if same else None)
+            _count_tokens(result, filters)
     if prompt is not None:
         from . import healing
 
@@ -463,7 +463,7 @@ def _canonical_counted(model: TokenizerModel, a: ByteAutomaton, agnostic: pynini
     return False
 
 
-def _count_tokens(result: Result, filters: Filters, arrays: FstArrays | None = None) -> None:
+def _count_tokens(result: Result, filters: Filters) -> None:
     """max_tokens on a materialized result (C(S ∩ F_N) = C(S) ∩ F_N), kept as itself and N
     (``filters.length.Counted``: no product unless its fst is asked for); a factorized
     (WordPiece) one is refused by name."""
@@ -471,10 +471,11 @@ def _count_tokens(result: Result, filters: Filters, arrays: FstArrays | None = N
 
     if result._fst is None:
         _refuse_factorized(filters)
-    counted = length.Counted(result._fst, filters.max_tokens, arrays)
+    counted = length.Counted(result._fst, filters.max_tokens, result.arrays)
     if counted.empty():
         raise tokens.no_sequence([n for n in filters.names() if n not in ("scripts", "ascii", "nfc")])
-    result._fst, result.counted = None, counted  # kept even where no sequence is longer: the index records N
+    result.fst = None  # kept even where no sequence is longer: the index records N
+    result.counted, result.arrays = counted, counted.arrays
 
 
 def _refuse_factorized(filters: Filters) -> None:

@@ -210,7 +210,8 @@ def test_promote_writes_the_counted_index_and_the_materialized_fst(tmp_path):
     assert index["version"] == 3 and index["max_tokens"] == 11
     assert index["stats"]["states"] == plain.fst.num_states()  # S's states, not the product's
     huge = tmp_path / "h.json"
-    assert run("promote", TOKENIZER.arg("gpt2"), huge, "-e", "[a-z]+", "--max-tokens", "1000000000",
-               "--format", "index").rc == 0  # no product: no limit to pass
+    r = run("promote", TOKENIZER.arg("gpt2"), huge, "-e", "[a-z]+", "--max-tokens", "1000000000",
+            "--format", "index", "-v")  # no product: no limit to pass, not even for -v's summary
+    assert r.rc == 0 and b"states" in r.err, r.stderr
     r = run("promote", TOKENIZER.arg("gpt2"), tmp_path / "h.fst", "-e", "[a-z]+", "--max-tokens", "1000000000")
     assert r.rc == 3 and b"token-count filter" in r.err and not (tmp_path / "h.fst").exists()

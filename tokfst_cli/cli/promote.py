@@ -176,7 +176,7 @@ def _write(result: pipeline.Result, out: str | None, fmt: Format, verbose: bool)
         OUT.fst(out, result.fst)
     else:
         OUT.document(out, result.index())
-    if verbose:
-        fst = result.fst
+    if verbose:  # with --max-tokens the index holds the automaton and N: no product for the message
+        fst = result.counted.fst if result.counted is not None and fmt is Format.index else result.fst
         OUT.say(f"tokfst: {fst.num_states()} states, {count_arcs(fst)} arcs, promoted in {result.seconds * 1000:.1f} ms"
                 + (f"; {len(result.terminals)} terminal labels" if result.terminals else ""))
