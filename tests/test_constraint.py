@@ -165,3 +165,23 @@ def test_method_checks_are_library_errors_with_data():
         pipeline.build(gpt2, "[0-9]{4}", limits=pipeline.Limits(max_states=2))
     assert (e.value.limit, e.value.bound, e.value.value) == ("max_states", 2, 5) and "max_states 2" in str(e.value)
     assert "--" not in str(e.value)
+
+
+def test_decoder_and_index_reuse_the_arcs_promotion_read(monkeypatch):
+    """Result.arrays: the agnostic result's decoder and index read no arcs again, and answer as
+    those made from the automaton itself."""
+    from tokfst_cli import index as index_mod
+
+    model = real("gpt2")[0]
+    result = pipeline.build(model, SIX_REGEXES["date"])
+    assert result.arrays is not None
+    fresh_index = index_mod.build_index(result.fst, model, result.pattern)
+    fresh = constraint.FstDecoder(result.fst, model.vocab_size)
+    reads = []
+    for mod in (constraint, index_mod):
+        monkeypatch.setattr(mod, "fst_arrays", lambda fst, _f=mod.fst_arrays: reads.append(1) or _f(fst))
+    decoder, index = result.decoder(), result.index()
+    assert reads == []
+    assert index == fresh_index
+    s = decoder.initial()
+    assert (decoder.mask(s) == fresh.mask(s)).all()

@@ -99,8 +99,9 @@ def stages_once(model, lex, pattern: str, out: str) -> dict[str, float]:
 
     limits, t = pipeline.Limits(), {}
     t["a"], a = common.timed(lambda: pipeline.accept(pattern, limits, model))
-    t["s"], fst = common.timed(lambda: pipeline.promote(model, ByteAutomaton(a.fst, pattern), limits, lex))
-    t["export"], index = common.timed(lambda: build_index(fst, model, pattern, limits.max_states))
+    t["s"], s = common.timed(lambda: pipeline._promote(model, ByteAutomaton(a.fst, pattern), limits, lex, True, False))
+    # the export reuses the arcs promotion read, as Result.index() does (Result.arrays)
+    t["export"], index = common.timed(lambda: build_index(s.fst, model, pattern, limits.max_states, arrays=s.arrays))
     t["write"], _ = common.timed(
         lambda: write_bytes(out, (json.dumps(index, ensure_ascii=False) + "\n").encode("utf-8")))
     t["load"], decoder = common.timed(lambda: constraint.load(out, model))
