@@ -221,11 +221,12 @@ def _factorized_pair(decoder, pattern: str) -> tuple[Any, Callable[[], bytes]]:
 
 def canonicalize_bpe(model: TokenizerModel, automaton: ByteAutomaton, agnostic: pynini.Fst, method: str,
                      limits: Limits, artifact: str | None, factorized_ok: bool, result: Result,
-                     level: str = "model") -> Result:
+                     level: str = "model", count: int | None = None) -> Result:
     """C for BPE (seed 000 Sec. 6.3-6.5): gadgets (Eq. 4), precomputed (Eq. 5) or implicit.
 
     ``level="pipeline"``: ``agnostic`` is S_M over pre-tokenized text; A_BPE restarts at every
-    boundary (``bpe.pretokenized``)."""
+    boundary (``bpe.pretokenized``). ``count`` (``max_tokens`` N): a factorized form is made
+    within N tokens (``bpe.counted``); a materialized one is not (the caller counts it)."""
     from .bpe import implicit, product
 
     if method == "gadgets":
@@ -235,7 +236,7 @@ def canonicalize_bpe(model: TokenizerModel, automaton: ByteAutomaton, agnostic: 
         return result
     imp = implicit.load_or_compile(model, artifact)
     if level == "pipeline":
-        return _canonicalize_pretokenized(model, agnostic, imp, method, limits, factorized_ok, result)
+        return _canonicalize_pretokenized(model, agnostic, imp, method, limits, factorized_ok, result, count)
     if method == "precomputed":
         from .bpe.explicit import explicit_automaton, intersect
 
@@ -243,12 +244,12 @@ def canonicalize_bpe(model: TokenizerModel, automaton: ByteAutomaton, agnostic: 
         return result
     return _materialized_or_factorized(
         result, lambda: product.materialize(agnostic, imp, max_arcs=limits.max_arcs),
-        lambda: _factorized_pair(product.factorize(agnostic, imp), result.pattern),
+        lambda: _factorized_pair(product.factorize(agnostic, imp, count), result.pattern),
         factorized_ok)
 
 
 def _canonicalize_pretokenized(model: TokenizerModel, marked: pynini.Fst, imp, method: str, limits: Limits,
-                               factorized_ok: bool, result: Result) -> Result:
+                               factorized_ok: bool, result: Result, count: int | None = None) -> Result:
     from .bpe import pretokenized
     from .lexicon import marker_label
     from .symbols import token_table
@@ -264,7 +265,7 @@ def _canonicalize_pretokenized(model: TokenizerModel, marked: pynini.Fst, imp, m
     else:
         _materialized_or_factorized(
             result, lambda: pretokenized.materialize(marked, imp, marker, max_arcs=limits.max_arcs),
-            lambda: _factorized_pair(pretokenized.factorize(marked, imp), result.pattern),
+            lambda: _factorized_pair(pretokenized.factorize(marked, imp, count), result.pattern),
             factorized_ok)
     if result.fst is not None:
         table = token_table(model)
@@ -442,12 +443,19 @@ def _canonical_counted(model: TokenizerModel, a: ByteAutomaton, agnostic: pynini
     """C for BPE with ``max_tokens`` placed where it costs least (C(S ∩ F_N) = C(S) ∩ F_N); whether
     the count is still to be applied to the (materialized) result.
 
-    C(S) is materialized first, then the count kept as C(S) and N (no product); should C(S)
-    pass a limit, C(S ∩ F_N) is built instead. For a cyclic S (free text, whose C(S) is mostly
-    too big) that first attempt stops at PROBE_ARCS arcs, so a failed one costs little."""
+    C(S) is built as without the count, then the count is kept beside it, no product: a
+    materialized C(S) with N (``_count_tokens``), a factorized one walked within N tokens
+    (``bpe.counted``). Only where no factorized form is allowed (an ``.fst`` is asked for) and
+    C(S) passes a limit is C(S ∩ F_N) built instead; for a cyclic S (free text, whose C(S) is
+    mostly too big) C(S) is then tried up to PROBE_ARCS arcs only, so a failed try costs little."""
     if filters.max_tokens is None or method == "gadgets":
         canonicalize_bpe(model, a, agnostic, method, limits, artifact, factorized_ok, result, level)
         return filters.max_tokens is not None
+    if factorized_ok:
+        canonicalize_bpe(model, a, agnostic, method, limits, artifact, True, result, level, filters.max_tokens)
+        if result.lazy is not None and result.lazy.empty():
+            raise _no_sequence(filters)
+        return result.lazy is None
     acyclic = agnostic.properties(pynini.ACYCLIC, True) == pynini.ACYCLIC
     probe = limits if acyclic else replace(limits, max_arcs=min(limits.max_arcs, PROBE_ARCS))
     try:
@@ -467,15 +475,22 @@ def _count_tokens(result: Result, filters: Filters) -> None:
     """max_tokens on a materialized result (C(S ∩ F_N) = C(S) ∩ F_N), kept as itself and N
     (``filters.length.Counted``: no product unless its fst is asked for); a factorized
     (WordPiece) one is refused by name."""
-    from .filters import length, tokens
+    from .filters import length
 
     if result._fst is None:
         _refuse_factorized(filters)
     counted = length.Counted(result._fst, filters.max_tokens, result.arrays)
     if counted.empty():
-        raise tokens.no_sequence([n for n in filters.names() if n not in ("scripts", "ascii", "nfc")])
+        raise _no_sequence(filters)
     result.fst = None  # kept even where no sequence is longer: the index records N
     result.counted, result.arrays = counted, counted.arrays
+
+
+def _no_sequence(filters: Filters) -> Exception:
+    """No token sequence passes the token filters (the text filters are named where they act)."""
+    from .filters import tokens
+
+    return tokens.no_sequence([n for n in filters.names() if n not in ("scripts", "ascii", "nfc")])
 
 
 def _refuse_factorized(filters: Filters) -> None:

@@ -111,6 +111,11 @@ def text_steering(machine) -> Closer:
 
 def steering(decoder) -> Closer:
     """The closer of any decoder of ``constraint.load``."""
+    from .bpe.counted import CountedFactorized
+
     if hasattr(decoder, "delta") and hasattr(decoder, "pieces"):
         return text_steering(decoder)
+    if isinstance(decoder, CountedFactorized):  # (state, tokens taken): steered as its factorized form
+        inner = token_steering(decoder.base)
+        return lambda state, toks: inner(state[0], toks)
     return token_steering(decoder)

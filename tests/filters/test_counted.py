@@ -2,7 +2,8 @@
 and count tokens answer exactly as the materialized S ∩ F_N (minimal, made by OpenFst's
 intersection), at every reachable state: masks, packed masks (made at load and on first use),
 finality and refusals; the index (version 3) round-trips through ``constraint.load`` and the
-command line; a canonical automaton that C leaves factorized is rebuilt from S ∩ F_N."""
+command line. A canonical automaton that C leaves factorized is walked within N tokens
+(``bpe.counted``, artifact version 5) and answers as C run on OpenFst's S ∩ F_N."""
 
 from __future__ import annotations
 
@@ -18,7 +19,10 @@ from hypothesis import strategies as st
 from tokfst_cli import catalogue, constraint, pipeline
 from tokfst_cli.errors import DisallowedTokenError, EmptyLanguageError, LimitError
 from tokfst_cli.filters import Filters, length
+from tokfst_cli.bpe.counted import CountedFactorized
+from tokfst_cli.lexicon import marker_label
 from tokfst_cli.matcher import pack
+from tokfst_cli.regex import ByteAutomaton
 
 from ..conftest import TOKENIZER
 from ..runner import run
@@ -51,9 +55,10 @@ def counted_forms(result: pipeline.Result, tmp_path, monkeypatch) -> list:
     return forms
 
 
-def lockstep(forms: list, exact, vocab_size: int, max_pairs: int | None = None, rng=None) -> int:
+def lockstep(forms: list, exact, vocab_size: int, max_pairs: int | None = None, rng=None, shared: bool = True) -> int:
     """Breadth-first over the reachable states of every form and the exact decoder together
-    (or random walks when ``rng``); returns the states visited."""
+    (or random walks when ``rng``); returns the states visited. ``shared``: packed masks are
+    read-only (shared rows); the factorized forms make theirs per step."""
     todo = [tuple(d.initial() for d in forms) + (exact.initial(),)]
     seen = set(todo)
     while todo and (max_pairs is None or len(seen) < max_pairs):
@@ -62,7 +67,7 @@ def lockstep(forms: list, exact, vocab_size: int, max_pairs: int | None = None, 
         for d, s in zip(forms, states):
             assert (d.mask(s) == want).all()
             got = d.bitmask(s)
-            assert got.dtype == np.int32 and not got.flags.writeable and (got == pack(want)).all()
+            assert got.dtype == np.int32 and not (shared and got.flags.writeable) and (got == pack(want)).all()
             assert d.is_final(s) == exact.is_final(states[-1])
         allowed = np.flatnonzero(want)
         refused = np.flatnonzero(~want)
@@ -177,14 +182,15 @@ def test_a_finite_canonical_automaton_past_a_limit_is_built_from_s_within_n_toke
     assert pynini.equivalent(tight.fst, built("gpt2", "[a-c]{1,6}", True, 2).fst)
 
 
-def test_a_canonical_automaton_left_factorized_is_built_from_s_within_n_tokens():
-    """A cyclic S (free text) whose C(S) is factorized (max_arcs 1): C runs on S ∩ F_N, so every
-    walk ends within N tokens and its masks are those of the materialized count."""
+def test_a_canonical_automaton_left_factorized_is_walked_within_n_tokens():
+    """A cyclic S (free text) whose C(S) is factorized (max_arcs 1): the factorized form is
+    walked within N tokens, every walk ends within N and its masks are those of the
+    materialized count (C(S) materialized, then counted: ``filters.length``)."""
     model, n = TOKENIZER("gpt2"), 3
     pattern = "[a-z]+( [a-z]+){0,2}"
     lazy = pipeline.build(model, pattern, canonical=True, filters=Filters(max_tokens=n),
                           limits=pipeline.Limits(max_arcs=1))
-    assert not lazy.materialized and lazy.counted is None
+    assert not lazy.materialized and lazy.counted is None and type(lazy.lazy) is CountedFactorized
     exact = built("gpt2", pattern, True, n).decoder()
     rng = np.random.default_rng(0)
     d = lazy.decoder()
@@ -215,3 +221,89 @@ def test_promote_writes_the_counted_index_and_the_materialized_fst(tmp_path):
     assert r.rc == 0 and b"states" in r.err, r.stderr
     r = run("promote", TOKENIZER.arg("gpt2"), tmp_path / "h.fst", "-e", "[a-z]+", "--max-tokens", "1000000000")
     assert r.rc == 3 and b"token-count filter" in r.err and not (tmp_path / "h.fst").exists()
+
+
+@cache
+def by_product(name: str, pattern: str, n: int):
+    """C(S_M ∩ F_N), factorized: OpenFst's product with the counter first, then C over it (the
+    plain co-reachability fixpoint, no distances): the route the pipeline took before."""
+    model = TOKENIZER(name)
+    a = pipeline.accept(pattern)
+    s = pipeline.promote(model, ByteAutomaton(pipeline.preprocess(model, a, True), pattern), marked=True)
+    sn = length.restrict(s, n, marker_label(model), 10**6)
+    result = pipeline.Result(model, pattern, canonical=True)
+    pipeline.canonicalize_bpe(model, a, s if sn is None else sn, "implicit", pipeline.Limits(max_arcs=1), None, True,
+                              result, "pipeline")
+    return result.decoder()
+
+
+FREE = [("gpt2", catalogue.FOUNDATION["email"], 5, 12), ("llama2", catalogue.FOUNDATION["email"], 5, 12),
+        ("gpt2", "[a-z]+( [a-z]+){0,3}", 1, 6), ("llama2", "[a-z]+( [a-z]+){0,3}", 1, 6)]
+
+
+@settings(max_examples=6, deadline=None)
+@given(case=st.sampled_from(FREE), data=st.data(), seed=st.integers(0, 2**32 - 1))
+def test_factorized_counted_walks_answer_as_c_of_the_product(case, data, seed, tmp_path_factory):
+    """Free text whose C(S) is factorized, GPT-2 and Llama-2: random walks of the counted
+    factorized form, in memory and read back from its artifact (version 5), answer as C run on
+    OpenFst's S_M ∩ F_N, mask for mask; none meets a dead end or passes N tokens."""
+    name, pattern, lo, hi = case
+    n = data.draw(st.integers(lo, hi))
+    result = built(name, pattern, True, n)
+    assert not result.materialized and type(result.lazy) is CountedFactorized
+    path = tmp_path_factory.mktemp("cf") / "c.fac"
+    path.write_bytes(result.to_bytes())
+    forms = [result.decoder(), constraint.load(str(path), result.model)]
+    assert type(forms[1]) is CountedFactorized and forms[1].limit == n
+    exact = by_product(name, pattern, n)
+    lockstep(forms, exact, result.model.vocab_size, max_pairs=40, rng=np.random.default_rng(seed), shared=False)
+    d, rng = forms[1], np.random.default_rng(seed)
+    for _ in range(20):  # walks to the end
+        s, k = d.initial(), 0
+        while not d.is_final(s) or rng.random() < 0.5:
+            allowed = np.flatnonzero(d.mask(s))
+            if not len(allowed):
+                break
+            s, k = d.advance(s, int(rng.choice(allowed))), k + 1
+        assert d.is_final(s) and k <= n
+
+
+def test_a_factorized_count_without_a_sequence_is_refused():
+    """E-mail needs 4 GPT-2 tokens: with N = 3 the counted factorized form is empty, refused by
+    name; with N = 4 its walks are HF's encodings of their texts, four tokens each."""
+    with pytest.raises(EmptyLanguageError) as e:
+        built("gpt2", catalogue.FOUNDATION["email"], True, 3)
+    assert e.value.hint == "filters-empty"
+    d = built("gpt2", catalogue.FOUNDATION["email"], True, 4).decoder()
+    hf, rng = TOKENIZER.hf("gpt2"), np.random.default_rng(0)
+    for _ in range(20):
+        s, ids = d.initial(), []
+        while d.mask(s).any():
+            ids.append(int(rng.choice(np.flatnonzero(d.mask(s)))))
+            s = d.advance(s, ids[-1])
+        assert d.is_final(s) and len(ids) == 4
+        assert hf.encode(hf.decode(ids), add_special_tokens=False).ids == ids
+
+
+def test_a_damaged_counted_factorized_artifact_is_refused(tmp_path):
+    from tokfst_cli.artifacts import unpack
+    from tokfst_cli.bpe import factorized
+
+    result = built("gpt2", "[a-z]+( [a-z]+){0,3}", True, 3)
+    data = result.to_bytes()
+    header, _ = unpack(data, factorized.MAGIC, factorized.FORMAT, factorized.COUNTED, "x", "")
+    assert header["version"] == 5 and header["max_tokens"] == 3
+
+    def with_header(**change) -> bytes:
+        size = int.from_bytes(data[len(factorized.MAGIC):len(factorized.MAGIC) + 4], "little")
+        body = data[len(factorized.MAGIC) + 4 + size:]
+        head = json.dumps({k: v for k, v in dict(header, **change).items() if v is not None}).encode()
+        return factorized.MAGIC + len(head).to_bytes(4, "little") + head + body
+
+    for what, bad in {"budget": with_header(max_tokens=4), "no budget": with_header(max_tokens=None),
+                      "old version": with_header(version=3)}.items():
+        path = tmp_path / "bad.fac"
+        path.write_bytes(bad)
+        with pytest.raises(Exception) as e:
+            constraint.load(str(path), result.model)
+        assert e.value.hint == "rebuild-factorized", what

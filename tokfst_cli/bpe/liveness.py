@@ -26,6 +26,7 @@ a compiled kernel at each step: ``bitsets``).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -36,6 +37,7 @@ from .implicit import ImplicitBpe
 from .word import DEAD, WHOLE, Word
 
 Arcs = Callable[[int], tuple[np.ndarray, np.ndarray, int]]  # p -> (token ids, next states, state after a boundary or -1)
+NO_PATH = 0xFFFFFFFF  # a stored distance: no final state within the limit
 SPARSE = 1024  # a unit with at most this many live tokens keeps ids (merged with a class's row per step)
 
 
@@ -51,11 +53,18 @@ def successor_bits(live: np.ndarray, pair_keys: np.ndarray, n_fb: int, nexts: np
                    fs: np.ndarray, ns: np.ndarray, special: Callable[[int, int, int], bool]) -> np.ndarray:
     """Is the member after each arc live? (next state, class or WHOLE, fallback state, trie node):
     generic members are read off the table ``live``, trie members asked of ``special(q, fb, node)``."""
-    col = np.where(cs == WHOLE, live.shape[1] - 1, cs)
+    return successor_values(live, False, pair_keys, n_fb, nexts, cs, fs, ns, special)
+
+
+def successor_values(table: np.ndarray, fill, pair_keys: np.ndarray, n_fb: int, nexts: np.ndarray, cs: np.ndarray,
+                     fs: np.ndarray, ns: np.ndarray, special: Callable[[int, int, int], Any]) -> np.ndarray:
+    """The table's entry for the member after each arc (``fill`` where it has none): liveness
+    bits, or the fewest tokens to a final state (``max_tokens``)."""
+    col = np.where(cs == WHOLE, table.shape[1] - 1, cs)
     pid = pair_rows(pair_keys, n_fb, nexts, fs)
     ok = (pid >= 0) & (cs != -1)  # -1: a token A_BPE never allows
-    out = np.zeros(len(nexts), bool)
-    out[ok] = live[pid[ok], col[ok]]
+    out = np.full(len(nexts), fill, table.dtype)
+    out[ok] = table[pid[ok], col[ok]]
     for j in np.flatnonzero(ns != DEAD):
         out[j] = special(int(nexts[j]), int(fs[j]), int(ns[j]))
     return out
@@ -72,8 +81,16 @@ class Liveness:
     """Live units of one factorized product; ``live_next`` filters masks (see the module docstring)."""
 
     def __init__(self, word: Word, arcs: Arcs, pair_keys: np.ndarray, live: np.ndarray,
-                 special_keys: np.ndarray, special_live: np.ndarray):
+                 special_keys: np.ndarray, special_live: np.ndarray, dist: np.ndarray | None = None,
+                 special_dist: np.ndarray | None = None):
+        """``dist``/``special_dist`` (``max_tokens``): the fewest tokens from each member to a
+        final state, unsigned, its dtype's maximum where there is none within the limit; ``live``
+        is then where they are finite."""
         self.word, self.imp, self._arcs = word, word.imp, arcs
+        self.dist, self.special_dist = dist, special_dist
+        self.far = np.iinfo(dist.dtype).max if dist is not None else None
+        self._far: dict[tuple, np.ndarray] = {}
+        self._top: dict[tuple, int] = {}
         self.n_fb = len(self.imp.fb_final)
         self.n_cls = int(word.classes.max()) + 1 if (word.classes >= 0).any() else 0
         self.pair_keys, self.live = pair_keys, live  # live: (pairs, n_cls + 1) bool; column n_cls = WHOLE
@@ -102,9 +119,40 @@ class Liveness:
                                                    self.special)
         return got
 
-    def live_ids(self, p: int, cls: int, fb: int, node: int) -> np.ndarray:
-        """Token ids (sorted) of p's arcs whose successor member is live."""
-        return self._arcs(p)[0][self.live_next(p, cls, fb, node)]
+    def live_ids(self, p: int, cls: int, fb: int, node: int, budget: int | None = None) -> np.ndarray:
+        """Token ids (sorted) of p's arcs whose successor member is live (with ``budget``: has a
+        final state within that many tokens)."""
+        keep = self.live_next(p, cls, fb, node) if budget is None else self.far_next(p, cls, fb, node) <= budget
+        return self._arcs(p)[0][keep]
+
+    # ---- max_tokens: the fewest tokens to a final state (compute(limit=N)) ----------------
+    def special_far(self, p: int, fb: int, node: int) -> int:
+        key = (p * self.n_fb + fb) * self.word.nodes + node
+        i = int(np.searchsorted(self.special_keys, key))
+        found = i < len(self.special_keys) and self.special_keys[i] == key
+        return int(self.special_dist[i]) if found else int(self.far)
+
+    def far_next(self, p: int, cls: int, fb: int, node: int) -> np.ndarray:
+        """Over p's arcs: the fewest tokens from the member after each token to a final state."""
+        key = (p, fb) if cls != START and node == DEAD else (p, cls, fb, node)
+        got = self._far.get(key)
+        if got is None:
+            labels, nexts, _ = self._arcs(p)
+            cs, fs, ns = self.word.after(cls, fb, node, labels)
+            got = self._far[key] = successor_values(self.dist, self.far, self.pair_keys, self.n_fb, nexts, cs, fs,
+                                                    ns, self.special_far)
+        return got
+
+    def top(self, p: int, cls: int, fb: int, node: int) -> int:
+        """The most tokens a live successor of the member needs (-1: none): a budget at least
+        this binds nothing."""
+        key = (p, fb) if cls != START and node == DEAD else (p, cls, fb, node)
+        got = self._top.get(key)
+        if got is None:
+            far = self.far_next(p, cls, fb, node)
+            far = far[far != self.far]
+            got = self._top[key] = int(far.max()) if len(far) else -1
+        return got
 
     def warm(self, budget: int = 1 << 26) -> None:
         """Make every unit's packed live tokens now (at load, not at a decoding step), while they
@@ -128,13 +176,14 @@ class Liveness:
             if used > budget:
                 return
 
-    def _unit(self, p: int, fb: int) -> tuple:
-        """Generic unit (p, fb): its live tokens cut to ``follow(fb)``, as (ids, left positions,
-        None) in left-spine order when at most SPARSE, else (None, None, packed words) (cached)."""
-        key = (p, fb)
+    def _unit(self, p: int, fb: int, budget: int | None = None) -> tuple:
+        """Generic unit (p, fb): its live tokens (within ``budget``) cut to ``follow(fb)``, as
+        (ids, left positions, None) in left-spine order when at most SPARSE, else (None, None,
+        packed words) (cached)."""
+        key = (p, fb) if budget is None else (p, fb, budget)
         got = self._units.get(key)
         if got is None:
-            ids = self.live_ids(p, 0, fb, DEAD)
+            ids = self.live_ids(p, 0, fb, DEAD, budget)
             ids = ids[self.word.step.follow(fb)[ids]]
             if len(ids) <= SPARSE:  # in left-spine order, for ``bitsets.set_outside``'s merge
                 lpos = self.imp._lpos()[ids]
@@ -145,14 +194,14 @@ class Liveness:
             self._units[key] = got
         return got
 
-    def _special(self, p: int, cls: int, fb: int, node: int) -> tuple:
-        """A special member (START, WHOLE or a trie node): its live tokens that A_BPE allows
-        after ``cls``, as (ids, None) when at most SPARSE, else (None, packed words, read-only)
-        (cached)."""
-        key = (p, cls, fb, node)
+    def _special(self, p: int, cls: int, fb: int, node: int, budget: int | None = None) -> tuple:
+        """A special member (START, WHOLE or a trie node): its live tokens (within ``budget``)
+        that A_BPE allows after ``cls``, as (ids, None) when at most SPARSE, else (None, packed
+        words, read-only) (cached)."""
+        key = (p, cls, fb, node) if budget is None else (p, cls, fb, node, budget)
         got = self._specials.get(key)
         if got is None:
-            ids = self.live_ids(p, cls, fb, node)
+            ids = self.live_ids(p, cls, fb, node, budget)
             ids = ids[self.word.allowed(cls, fb)[ids]]
             words = None
             if len(ids) > SPARSE:
@@ -179,7 +228,7 @@ class Liveness:
         """One member's mask, packed: ``words([member])``."""
         return self.words(((p, cls, fb, node),))
 
-    def words(self, members, out: np.ndarray | None = None) -> np.ndarray:
+    def words(self, members, out: np.ndarray | None = None, budget: int | None = None) -> np.ndarray:
         """The union of the members' masks, packed (``bitsets``): each member's live tokens that
         A_BPE allows after its class. A special member's (START, WHOLE, a node of the
         ignore_merges trie) is made at load; an ordinary class's is the unit's live tokens minus
@@ -187,18 +236,20 @@ class Liveness:
         result: ``out`` (uint32 words, filled in place: no allocation per step, as the peers'
         fill APIs), else a new array, or a shared read-only one for a lone special member.
         Sets of at most SPARSE ids are kept as ids and set bit by bit: a step reads no more
-        memory than it must."""
+        memory than it must. ``budget`` (``max_tokens``): only tokens after which a final state
+        is within that many tokens; a member whose successors all are keeps its own sets."""
         if not self.warmed:
             self.warm()
         full, sparse, few, dense = [], [], [], []
         ra, rb, specials, units = self._ra, self._rb, self._specials, self._units
         for m in members:
             p, cls, fb, node = m
+            b = None if budget is None or self.top(p, cls, fb, node) <= budget else budget
             if cls < 0 or node != DEAD:
-                ids, words = specials.get(m) or self._special(p, cls, fb, node)
+                ids, words = (specials.get(m) if b is None else None) or self._special(p, cls, fb, node, b)
                 (sparse if words is None else full).append(ids if words is None else words)
             elif ra[cls] >= 0:  # else nothing follows this class inside a word
-                ids, lpos, words = units.get((p, fb)) or self._unit(p, fb)
+                ids, lpos, words = (units.get((p, fb)) if b is None else None) or self._unit(p, fb, b)
                 (few if words is None else dense).append((ids, lpos, words, ra[cls], rb[cls]))
         if out is not None and len(out) != self.nwords:  # the kernels do not check bounds
             raise ValueError(f"out has {len(out)} words; this vocabulary needs {self.nwords}")
@@ -228,8 +279,12 @@ class Liveness:
         return out
 
     def to_arrays(self) -> dict[str, np.ndarray]:
-        return {"pair_keys": self.pair_keys, "live_bits": np.packbits(self.live, axis=1),
-                "special_keys": self.special_keys, "special_live": self.special_live}
+        out = {"pair_keys": self.pair_keys, "live_bits": np.packbits(self.live, axis=1),
+               "special_keys": self.special_keys, "special_live": self.special_live}
+        if self.dist is not None:  # as uint32, none within the limit: NO_PATH
+            for name, d in (("dist", self.dist), ("special_dist", self.special_dist)):
+                out[name] = np.where(d == self.far, np.uint32(NO_PATH), d.astype(np.uint32))
+        return out
 
     @classmethod
     def from_arrays(cls, word: Word, arcs: Arcs, a: dict[str, np.ndarray]) -> Liveness:
@@ -238,7 +293,13 @@ class Liveness:
         if bits.shape[1] != (n_cls + 8) // 8:
             raise ValueError(f"co-reachability table of width {bits.shape[1]} for {n_cls} classes")
         live = np.unpackbits(bits, axis=1, count=n_cls + 1).astype(bool)
-        return cls(word, arcs, a["pair_keys"], live, a["special_keys"], a["special_live"].astype(bool))
+        dist, sdist = a.get("dist"), a.get("special_dist")
+        if dist is not None:
+            dist = np.asarray(dist, np.uint32).reshape(len(live), n_cls + 1)
+            sdist = np.asarray(sdist, np.uint32)
+            if ((dist != NO_PATH) != live).any() or ((sdist != NO_PATH) != a["special_live"].astype(bool)).any():
+                raise ValueError("distances and liveness disagree")
+        return cls(word, arcs, a["pair_keys"], live, a["special_keys"], a["special_live"].astype(bool), dist, sdist)
 
 
 class _ClassRows:
@@ -320,8 +381,11 @@ def class_rows(imp: ImplicitBpe, word: Word, n_cls: int) -> _ClassRows:
     return got
 
 
-def compute(word: Word, arcs: Arcs, finals: np.ndarray, start: int, max_cells: int = 500_000_000) -> Liveness:
-    """The least fixpoint of live units (module docstring); LimitError past ``max_cells`` table bits."""
+def compute(word: Word, arcs: Arcs, finals: np.ndarray, start: int, max_cells: int = 500_000_000,
+            limit: int | None = None) -> Liveness:
+    """The least fixpoint of live units (module docstring); LimitError past ``max_cells`` table
+    cells. ``limit`` (``max_tokens`` N): the fewest tokens from each member to a final state,
+    up to N, by layers (``fewest.layers``); members with none within N are not live."""
     imp = word.imp
     n_fb = len(imp.fb_final)
     n_cls = int(word.classes.max()) + 1 if (word.classes >= 0).any() else 0
@@ -349,6 +413,7 @@ def compute(word: Word, arcs: Arcs, finals: np.ndarray, start: int, max_cells: i
         return u
 
     unit("s", start * n_fb * nodes)
+    boundary: list[int] = []  # per unit: the word start after its pre-token boundary, or -1
     i = 0
     while i < len(units):
         kind, key = units[i]
@@ -366,8 +431,9 @@ def compute(word: Word, arcs: Arcs, finals: np.ndarray, start: int, max_cells: i
             targets.add(unit("g", k))
         for q, f, k in zip(nexts[~gen].tolist(), fs[~gen].tolist(), ns[~gen].tolist()):
             targets.add(unit("s", (q * n_fb + f) * nodes + k))
+        boundary.append(unit("s", after * n_fb * nodes) if after >= 0 else -1)
         if after >= 0:
-            targets.add(unit("s", after * n_fb * nodes))
+            targets.add(boundary[-1])
         succ[i] = sorted(targets)
         i += 1
     relevant = _relevant_classes(arcs, units, n_fb, nodes, word, n_cls)
@@ -376,26 +442,19 @@ def compute(word: Word, arcs: Arcs, finals: np.ndarray, start: int, max_cells: i
         raise LimitError("the co-reachability table", "max_cells", max_cells, len(gkeys) * (n_cls + 1),
                          remedy="table", unit="cells", at_least=True)
     row_of = {k: r for r, k in enumerate(gkeys.tolist())}
-    live = np.zeros((len(gkeys), n_cls + 1), bool)
-    spec_live: dict[int, bool] = {k: False for k in spec_ids}
     rows = class_rows(imp, word, n_cls) if n_cls else None
     memo: dict[tuple[int, bytes], np.ndarray] = {}
     subsets: dict[int, tuple] = {}
 
-    def successors_live(nexts, cs, fs, ns) -> np.ndarray:
-        return successor_bits(live, gkeys, n_fb, nexts, cs, fs, ns,
-                              lambda q, f, k: spec_live.get((q * n_fb + f) * nodes + k, False))
-
-    def may_end(p: int, after: int) -> bool:
-        return bool(finals[p]) or (after >= 0 and spec_live.get(after * n_fb * nodes, False))
-
-    def evaluate_generic(key: int) -> bool:
+    def generic_row(key: int, succ_ok, end_ok) -> np.ndarray:
+        """The classes (and WHOLE) of unit (p, fb) that are live, given which successor members
+        are (``succ_ok``) and whether p may end (``end_ok``)."""
         p, fb = divmod(key, n_fb)
         labels, nexts, after = arcs(p)
         keep = word.step.follow(fb)[labels]  # allowed, may follow, and the fallback-DFA condition
         labels, nexts = labels[keep], nexts[keep]
         cs, fs, ns = word.after(0, fb, DEAD, labels)
-        tokens = labels[successors_live(nexts, cs, fs, ns)]
+        tokens = labels[succ_ok(nexts, cs, fs, ns)]
         classes = relevant.get(p, np.zeros(0, np.int64))  # the classes a member at p can have
         sig = (p, tokens.tobytes())
         row = memo.get(sig)
@@ -405,38 +464,54 @@ def compute(word: Word, arcs: Arcs, finals: np.ndarray, start: int, max_cells: i
             row = memo[sig] = rows.escape(tokens, classes, subsets[p]) if rows is not None else np.zeros(0, bool)
         new = np.zeros(n_cls + 1, bool)
         new[classes] = row
-        if may_end(p, after):
+        if end_ok(p, after):
             new[n_cls] = True  # WHOLE may always end
             if fb == 0 and imp.fb_final[0]:
                 new[:n_cls] |= rows.ends
-        r = row_of[key]
-        changed = not np.array_equal(new, live[r])
-        live[r] = new
-        return changed
+        return new
 
-    def evaluate_special(key: int) -> bool:
+    def special_bit(key: int, succ_ok, end_ok) -> bool:
         p, fb, node, cls = special_unit(key, n_fb, word)
         labels, nexts, after = arcs(p)
         allowed = word.allowed(cls, fb)[labels]
         labels, nexts = labels[allowed], nexts[allowed]
         cs, fs, ns = word.after(cls, fb, node, labels)
-        new = bool(successors_live(nexts, cs, fs, ns).any()) or (
-            word.ends(cls, fb, node) and may_end(p, after))
-        changed = new != spec_live[key]
-        spec_live[key] = new
-        return changed
+        return bool(succ_ok(nexts, cs, fs, ns).any()) or (word.ends(cls, fb, node) and end_ok(p, after))
 
     preds: list[list[int]] = [[] for _ in units]
     for u, ts in enumerate(succ):
         for t in ts:
             preds[t].append(u)
+    if limit is not None:
+        from .fewest import layers
+
+        return layers(word, arcs, units, preds, boundary, gkeys, row_of, spec_ids, n_cls, limit, finals,
+                      generic_row, special_bit)
+    live = np.zeros((len(gkeys), n_cls + 1), bool)
+    spec_live: dict[int, bool] = {k: False for k in spec_ids}
+
+    def successors_live(nexts, cs, fs, ns) -> np.ndarray:
+        return successor_bits(live, gkeys, n_fb, nexts, cs, fs, ns,
+                              lambda q, f, k: spec_live.get((q * n_fb + f) * nodes + k, False))
+
+    def may_end(p: int, after: int) -> bool:
+        return bool(finals[p]) or (after >= 0 and spec_live.get(after * n_fb * nodes, False))
+
     queue = list(range(len(units)))  # reverse discovery order first: successors before predecessors
     queued = [True] * len(units)
     while queue:
         u = queue.pop()
         queued[u] = False
         kind, key = units[u]
-        if evaluate_generic(key) if kind == "g" else evaluate_special(key):
+        if kind == "g":
+            new = generic_row(key, successors_live, may_end)
+            r = row_of[key]
+            changed = not np.array_equal(new, live[r])
+            live[r] = new
+        else:
+            bit = special_bit(key, successors_live, may_end)
+            changed, spec_live[key] = bit != spec_live[key], bit
+        if changed:
             for v in preds[u]:
                 if not queued[v]:
                     queued[v] = True

@@ -26,7 +26,7 @@ from ..errors import DisallowedTokenError, EmptyLanguageError, LimitError
 from ..bitsets import as_int32, as_words
 from ..matcher import Steps, unpack
 from .implicit import ImplicitBpe
-from .product import sorted_arcs_reader
+from .product import counted, sorted_arcs_reader
 from .word import START, Word
 
 Member = tuple[int, int, int, int]  # (state of S_M or R, class, fallback state, trie node)
@@ -113,14 +113,15 @@ class MarkedFactorized(Steps):
     co-reachability table (``liveness``) is computed here, or read by ``live(word, arcs)``."""
 
     def __init__(self, arcs: Callable[[int], tuple[np.ndarray, np.ndarray]], finals: np.ndarray, start: int,
-                 imp: ImplicitBpe, live=None):
+                 imp: ImplicitBpe, live=None, limit: int | None = None):
         from .liveness import compute
 
         self._arcs, self.finals, self.start, self.imp = arcs, finals, start, imp
         self.word = Word(imp)
         self.bound = imp.vocab_size
         self._cache: dict[int, tuple[np.ndarray, np.ndarray, int]] = {}
-        self.live = live(self.word, self.arcs) if live is not None else compute(self.word, self.arcs, finals, start)
+        self.live = (live(self.word, self.arcs) if live is not None
+                     else compute(self.word, self.arcs, finals, start, limit=limit))
 
     def arcs(self, p: int) -> tuple[np.ndarray, np.ndarray, int]:
         """Token ids, next states, and the state after a boundary (-1: none) of S_M's state p."""
@@ -169,8 +170,9 @@ class MarkedFactorized(Steps):
         return any(bool(self.finals[p]) and self.word.ends(c, fb, n) for p, c, fb, n in state)
 
 
-def factorize(marked: pynini.Fst, imp: ImplicitBpe) -> MarkedFactorized:
-    """Wrap S_M and A_BPE; their co-reachability is computed, nothing else is expanded."""
+def factorize(marked: pynini.Fst, imp: ImplicitBpe, limit: int | None = None):
+    """Wrap S_M and A_BPE; their co-reachability is computed, nothing else is expanded.
+    ``limit`` (``max_tokens``): within that many tokens (``counted.CountedFactorized``)."""
     zero = pynini.Weight.zero(marked.weight_type())
     finals = np.array([marked.final(s) != zero for s in range(marked.num_states())])
-    return MarkedFactorized(sorted_arcs_reader(marked), finals, marked.start(), imp)
+    return counted(MarkedFactorized(sorted_arcs_reader(marked), finals, marked.start(), imp, limit=limit), limit)

@@ -107,7 +107,7 @@ class Factorized(Steps):
     ``live(word, arcs)``.
     """
 
-    def __init__(self, arcs, finals: np.ndarray, start: int, imp: ImplicitBpe, live=None):
+    def __init__(self, arcs, finals: np.ndarray, start: int, imp: ImplicitBpe, live=None, limit: int | None = None):
         from .liveness import compute
 
         self._arcs = arcs  # state -> (sorted token ids, next states), or a function computing it
@@ -116,7 +116,8 @@ class Factorized(Steps):
         self.imp = imp
         self.word = Word(imp)
         self._cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        self.live = live(self.word, self.arcs3) if live is not None else compute(self.word, self.arcs3, finals, start)
+        self.live = (live(self.word, self.arcs3) if live is not None
+                     else compute(self.word, self.arcs3, finals, start, limit=limit))
 
     def arcs(self, p: int) -> tuple[np.ndarray, np.ndarray]:
         got = self._cache.get(p)
@@ -161,8 +162,18 @@ class Factorized(Steps):
         return bool(self.finals[p]) and self.word.ends(cls, fb, node)
 
 
-def factorize(agnostic: pynini.Fst, imp: ImplicitBpe) -> Factorized:
-    """Wrap S and the implicit A_BPE; their co-reachability is computed, nothing else is expanded."""
+def factorize(agnostic: pynini.Fst, imp: ImplicitBpe, limit: int | None = None):
+    """Wrap S and the implicit A_BPE; their co-reachability is computed, nothing else is expanded.
+    ``limit`` (``max_tokens``): within that many tokens (``counted.CountedFactorized``)."""
     zero = pynini.Weight.zero(agnostic.weight_type())
     finals = np.array([agnostic.final(s) != zero for s in range(agnostic.num_states())])
-    return Factorized(sorted_arcs_reader(agnostic), finals, agnostic.start(), imp)
+    return counted(Factorized(sorted_arcs_reader(agnostic), finals, agnostic.start(), imp, limit=limit), limit)
+
+
+def counted(decoder, limit: int | None):
+    """The decoder within ``limit`` tokens (itself when None)."""
+    if limit is None:
+        return decoder
+    from .counted import CountedFactorized
+
+    return CountedFactorized(decoder, limit)

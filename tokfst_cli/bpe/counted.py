@@ -1,0 +1,66 @@
+"""``max_tokens`` on the factorized canonical BPE product, without the product (seed 001 App. B's Gamma^k).
+
+C(S ∩ F_N) = C(S) ∩ F_N: the decoder walks the factorized C(S) (``product.Factorized`` or
+``pretokenized.MarkedFactorized``) and carries the number k of tokens taken. Its co-reachability
+table was computed by layers (``liveness.compute(limit=N)``): per member, the fewest canonical
+tokens to a final state. Token t is offered at (state, k) iff some member offers it and the
+member after it reaches a final state within N - k - 1 more tokens. That is the product with
+F_N state for state, so masks are exact and walks never meet a dead end; a member whose
+successors all fit the budget keeps its own packed sets (``Liveness.words``' budget).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..bitsets import as_int32, as_words
+from ..errors import DisallowedTokenError
+from ..matcher import Steps, unpack
+from .product import Factorized
+
+
+class CountedFactorized(Steps):
+    """The factorized decoder ``base`` within ``limit`` tokens; a state is (base state, k)."""
+
+    def __init__(self, base, limit: int):
+        if base.live.dist is None:
+            raise ValueError("the co-reachability table has no distances (compute it with limit=N)")
+        self.base, self.limit = base, limit
+        self.live, self.word, self.imp = base.live, base.word, base.imp
+        self.finals, self.start = base.finals, base.start
+        self.marked = not isinstance(base, Factorized)
+
+    def _members(self, inner: Any) -> Any:
+        return inner if self.marked else (inner,)
+
+    def empty(self) -> bool:
+        """No sequence of at most ``limit`` tokens (the pipeline refuses it)."""
+        s = self.initial()
+        return not self.is_final(s) and not self.bitmask(s).any()
+
+    def initial(self) -> tuple[Any, int]:
+        return (self.base.initial(), 0)
+
+    def mask(self, state: tuple[Any, int]) -> np.ndarray:
+        return unpack(self.bitmask(state), self.imp.vocab_size)
+
+    def bitmask(self, state: tuple[Any, int], out: np.ndarray | None = None) -> np.ndarray:
+        """``mask(state)`` as packed int32 words (into ``out`` if given)."""
+        inner, k = state
+        return as_int32(self.live.words(self._members(inner), as_words(out), budget=self.limit - k - 1))
+
+    def advance(self, state: tuple[Any, int], token: int) -> tuple[Any, int]:
+        inner, k = state
+        budget = self.limit - k - 1
+        for p, cls, fb, node in self._members(inner):
+            labels = self.base.arcs(p)[0]
+            i = int(np.searchsorted(labels, token))
+            if (i < len(labels) and labels[i] == token and self.word.allows(cls, fb, token)
+                    and self.live.far_next(p, cls, fb, node)[i] <= budget):
+                return (self.base.advance(inner, token), k + 1)
+        raise DisallowedTokenError(token, state)
+
+    def is_final(self, state: tuple[Any, int]) -> bool:
+        return self.base.is_final(state[0])
