@@ -15,15 +15,17 @@ system-deps:
 	  $(SUDO) apt-get update -qq && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq graphviz libfst-tools >/dev/null; }
 
+# --no-compile: no bytecode for every file of torch and the others at install time (Python
+# writes it for the modules a run imports); the install takes about half as long.
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q --no-compile --upgrade pip
+	$(BIN)/pip install -q --no-compile -e '.[test]'
 	touch $@
 
 # torch's CPU wheel and transformers, for the logits processor's tests (tokfst[hf]).
 $(BIN)/.installed-hf: $(BIN)/.installed
-	$(BIN)/pip install -q -e '.[test,hf]'
+	$(BIN)/pip install -q --no-compile -e '.[test,hf]'
 	touch $@
 
 # The main job on the bundled GPT-2 tokenizer: promote a regex, write the .fst, its index
