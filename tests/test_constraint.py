@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from tokfst_cli import constraint, pipeline
 from tokfst_cli.artifacts import fst_bytes
 from tokfst_cli.errors import DisallowedTokenError, InputError, LimitError
+from tokfst_cli.filters import Filters
 from tokfst_cli.matcher import pack
 
 from .conftest import real
@@ -167,14 +168,20 @@ def test_method_checks_are_library_errors_with_data():
     assert "--" not in str(e.value)
 
 
-def test_decoder_and_index_reuse_the_arcs_promotion_read(monkeypatch):
+@pytest.mark.parametrize("name,filters", [("gpt2", Filters()), ("llama2", Filters(no_byte_tokens=True)),
+                                          ("llama2", Filters(literal_ascii=True))])
+def test_decoder_and_index_reuse_the_arcs_promotion_read(name, filters, monkeypatch):
     """Result.arrays: the agnostic result's decoder and index read no arcs again, and answer as
-    those made from the automaton itself."""
+    those made from the automaton itself; also where a token filter removed arcs (Llama-2's
+    byte tokens for the date's ASCII)."""
     from tokfst_cli import index as index_mod
 
-    model = real("gpt2")[0]
-    result = pipeline.build(model, SIX_REGEXES["date"])
+    model = real(name)[0]
+    result = pipeline.build(model, SIX_REGEXES["date"], filters=filters)
     assert result.arrays is not None
+    if filters.names():
+        assert result.fst.num_arcs(result.fst.start()) < pipeline.build(model, SIX_REGEXES["date"]).fst.num_arcs(
+            result.fst.start())  # the filter removed arcs
     fresh_index = index_mod.build_index(result.fst, model, result.pattern)
     fresh = constraint.FstDecoder(result.fst, model.vocab_size)
     reads = []

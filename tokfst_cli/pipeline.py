@@ -378,12 +378,12 @@ def build(model: TokenizerModel, pattern: str, *, canonical: bool = False, metho
     else:
         with stage("S: promotion MIN(PROJ(A o T))"):
             promoted = _promote(model, ByteAutomaton(text, pattern), limits, lex, cache, marked, terminals)
-            agnostic, result.terminals = promoted.fst, promoted.terminals
+            agnostic, result.terminals, arrays = promoted.fst, promoted.terminals, promoted.arrays
             if others.token_level() and method != "gadgets":
-                from .filters import apply_tokens
+                from .filters import apply_tokens_arrays
 
-                agnostic = apply_tokens(model, agnostic, others, _marker(model, marked),
-                                        max_states=limits.max_states, arrays=promoted.arrays)
+                agnostic, arrays = apply_tokens_arrays(model, agnostic, others, _marker(model, marked),
+                                                       max_states=limits.max_states, arrays=promoted.arrays)
         if canonical:
             with stage(f"C: canonical BPE ({method}, {level} level)"):
                 pending = _canonical_counted(model, a, agnostic, method, limits, artifact, factorized_ok, result,
@@ -392,8 +392,7 @@ def build(model: TokenizerModel, pattern: str, *, canonical: bool = False, metho
                     _token_filters_after(model, result, filters)
         else:
             result.fst = agnostic
-            if agnostic is promoted.fst:
-                result.arrays = promoted.arrays  # read already (the decoder and the index reuse them)
+            result.arrays = arrays  # known already (the decoder and the index reuse them)
     if pending:
         with stage("the token-count filter (max_tokens)"):
             _count_tokens(result, filters)

@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokfst_cli import pipeline
+from tokfst_cli.artifacts import fst_arrays
 from tokfst_cli.errors import EmptyLanguageError, LimitError
 from tokfst_cli.filters import Filters, apply_tokens, bytes as byte_filters, length, tokens
 from tokfst_cli.lexicon import marker_label
@@ -119,7 +120,7 @@ def acceptor(sequences: list[tuple[int, ...]]) -> pynini.Fst:
 def test_removing_banned_arcs_is_openfsts_intersection(data, case):
     """The one-state shortcut (``tokens.without``): S with the banned labels' arcs removed and
     trimmed is S ∩ F for F = one state looping on every other label (pynini.intersect), also
-    where removing arcs leaves dead states or nothing."""
+    where removing arcs leaves dead states or nothing; the arcs it returns are its result's."""
     s = agnostic(*case)
     labels = sorted({a.ilabel for q in s.states() for a in s.arcs(q)})
     banned_labels = data.draw(st.lists(st.sampled_from(labels), max_size=len(labels), unique=True))
@@ -132,8 +133,18 @@ def test_removing_banned_arcs_is_openfsts_intersection(data, case):
         if not banned[label]:
             f.add_arc(0, pynini.Arc(label, label, pynini.Weight.one(f.weight_type()), 0))
     expected = pynini.intersect(s.copy(), f)
-    ours = tokens.without(s, banned)
+    python = data.draw(st.booleans())  # trimmed in Python, or past TRIM_EDGES by OpenFst (no arcs returned)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(tokens, "TRIM_EDGES", tokens.TRIM_EDGES if python else 0)
+        ours, arrays = tokens.without(s, banned)
     assert pynini.isomorphic(ours, expected)
+    if not python:
+        assert arrays is None
+        return
+    read = fst_arrays(ours)  # the arcs handed to the decoder are the result's own
+    assert arrays.start == read.start and (arrays.final == read.final).all()
+    for name in ("src", "ilabel", "olabel", "nextstate"):
+        assert (getattr(arrays, name) == getattr(read, name)).all(), name
 
 
 def test_the_boundary_label_passes_every_filter():

@@ -95,7 +95,8 @@ def load(path: str, model: TokenizerModel | None = None) -> Factorized:
 def from_bytes(data: bytes, model: TokenizerModel | None = None, source: str = "artifact"):
     """The decoder of a factorized artifact's bytes (``model`` checks the fingerprint)."""
     path = source
-    header, body = unpack(data, MAGIC, FORMAT, stored_version(data, MAGIC, (VERSION, HEALED, COUNTED)), path, "rebuild it",
+    version = stored_version(data, MAGIC, (VERSION, HEALED, COUNTED))
+    header, body = unpack(data, MAGIC, FORMAT, version, path, "rebuild it",
                           hint="rebuild-factorized")
 
     def damaged(why: str) -> InputError:

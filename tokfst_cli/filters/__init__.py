@@ -85,16 +85,24 @@ def apply_tokens(model: TokenizerModel, fst: pynini.Fst, filters: Filters, marke
     pre-token boundary label of S_M (pipeline level), which every filter passes through.
     ``max_states`` bounds the product with ``max_tokens``'s counter (LimitError); ``arrays``:
     S's arcs in bulk, if read already (``promote.Promoted.arrays``)."""
+    return apply_tokens_arrays(model, fst, filters, marker, max_states, arrays)[0]
+
+
+def apply_tokens_arrays(model: TokenizerModel, fst: pynini.Fst, filters: Filters, marker: int | None = None,
+                        max_states: int = 1_000_000,
+                        arrays: FstArrays | None = None) -> tuple[pynini.Fst, FstArrays | None]:
+    """:func:`apply_tokens` and the result's arcs where they are known without reading them
+    (S's own, or S's without banned arcs; None else), for the decoder."""
     from . import bytes as byte_filters, length, tokens
 
     if not filters.token_level():
-        return fst
+        return fst, arrays
     names = [n for n in filters.names() if n not in TEXT]
     steps = [(name, build, keeps) for name, build, keeps, on in (
         ("literal_ascii", byte_filters.literal_ascii, True, filters.literal_ascii),
         ("no_byte_tokens", byte_filters.no_byte_tokens, True, filters.no_byte_tokens),
         ("fuse_spaces", tokens.fuse_spaces, False, filters.fuse_spaces)) if on]
-    out, dirty = tokens.restrict(model, fst, steps, marker, names, arrays)
+    out, dirty, arrays = tokens.restrict(model, fst, steps, marker, names, arrays)
     if filters.max_tokens is not None:
         counted = length.restrict(out, filters.max_tokens, marker, max_states)
         if counted is not None:
@@ -105,4 +113,4 @@ def apply_tokens(model: TokenizerModel, fst: pynini.Fst, filters: Filters, marke
         out.minimize()
     if out is not fst:
         out.set_input_symbols(fst.input_symbols()).set_output_symbols(fst.output_symbols())
-    return out
+    return out, None if dirty else arrays

@@ -35,7 +35,7 @@ STAGE = "the product with the token-count filter"
 DENSE = 1 << 22  # up to this many state pairs, distinct edges are marked in a bool matrix (no sort)
 
 
-def _edges(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+def distinct_edges(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """The distinct (src, dst) pairs, sorted."""
     if n * n <= DENSE:
         seen = np.zeros(n * n, bool)
@@ -53,8 +53,9 @@ def layers(a: FstArrays, n: int, marker: int | None, max_states: int,
     (no marker)."""
     size = len(a.final)
     boundary = a.ilabel == marker if marker is not None else np.zeros(len(a.ilabel), bool)
-    t_src, t_dst = edges if edges is not None and marker is None else _edges(a.src[~boundary], a.nextstate[~boundary], size)
-    m_src, m_dst = _edges(a.src[boundary], a.nextstate[boundary], size)
+    t_src, t_dst = (edges if edges is not None and marker is None
+                    else distinct_edges(a.src[~boundary], a.nextstate[~boundary], size))
+    m_src, m_dst = distinct_edges(a.src[boundary], a.nextstate[boundary], size)
 
     def closed(layer: np.ndarray) -> np.ndarray:  # the states reached from the layer by boundaries
         while True:
@@ -125,7 +126,7 @@ def fewest(num_states: int, final: np.ndarray, src: np.ndarray, dst: np.ndarray)
     would dominate, the breadth-first search of ``steering.backward``."""
     if num_states == 0:
         return np.zeros(0, np.int64)
-    s, d = _edges(np.asarray(src, np.int64), np.asarray(dst, np.int64), num_states)
+    s, d = distinct_edges(np.asarray(src, np.int64), np.asarray(dst, np.int64), num_states)
     if len(s) <= FEW_EDGES:
         from ..steering import UNREACHED, backward
 

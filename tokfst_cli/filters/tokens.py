@@ -123,9 +123,10 @@ def no_sequence(names: list[str]) -> EmptyLanguageError:
 
 
 def restrict(model: TokenizerModel, fst: pynini.Fst, steps: list[tuple[str, Callable, bool]], marker: int | None,
-             names: list[str], arrays: FstArrays | None = None) -> tuple[pynini.Fst, bool]:
+             names: list[str], arrays: FstArrays | None = None) -> tuple[pynini.Fst, bool, FstArrays | None]:
     """S ∩ F for each (name, builder, keeps_states) of ``steps`` with the shortcuts of the module
-    docstring: (the result, whether it needs minimizing). ``arrays``: S's arcs, if read already."""
+    docstring: (the result, whether it needs minimizing, its arcs if known). ``arrays``: S's
+    arcs, if read already."""
     used, dirty = None, False
     for name, build, keeps_states in steps:
         f = cached(model, name, marker, build, keeps_states)
@@ -138,23 +139,69 @@ def restrict(model: TokenizerModel, fst: pynini.Fst, steps: list[tuple[str, Call
         if f.loop[used].all():
             continue
         one_state = bool((f.loop | f.banned)[used].all())  # F never leaves its start state on S's labels
-        fst = without(fst, f.banned, arrays) if one_state else pynini.intersect(fst, f.fst)
-        arrays = None
+        fst, arrays = without(fst, f.banned, arrays) if one_state else (pynini.intersect(fst, f.fst), None)
         if empty(fst):
             raise no_sequence(names)
         if f.keeps_states and not dirty and one_state:
             used &= ~f.banned
         else:
             used, dirty = None, True
-    return fst, dirty
+    return fst, dirty, arrays
 
 
-def without(fst: pynini.Fst, banned: np.ndarray, arrays: FstArrays | None = None) -> pynini.Fst:
+TRIM_EDGES = 1 << 16  # up to this many distinct state-to-state edges, :func:`trim` searches in Python
+
+
+def without(fst: pynini.Fst, banned: np.ndarray,
+            arrays: FstArrays | None = None) -> tuple[pynini.Fst, FstArrays | None]:
     """S ∩ F for an F that stays in its start state on S's labels: S without the arcs whose label
     is ``banned``, trimmed (what ``pynini.intersect`` gives, by one numpy pass over the arcs;
-    ``arrays``: S's, if read already). Unweighted, as S is."""
+    ``arrays``: S's, if read already), and its arcs, so that a decoder need not read them again
+    (None where OpenFst trimmed). Unweighted, as S is."""
     a = fst_arrays(fst) if arrays is None else arrays
     keep = ~banned[a.ilabel]
-    out = fst_from(a._replace(src=a.src[keep], ilabel=a.ilabel[keep], olabel=a.olabel[keep],
-                              nextstate=a.nextstate[keep]))
-    return out.connect().set_input_symbols(fst.input_symbols()).set_output_symbols(fst.output_symbols())
+    a = a._replace(src=a.src[keep], ilabel=a.ilabel[keep], olabel=a.olabel[keep], nextstate=a.nextstate[keep])
+    trimmed = trim(a)
+    out = fst_from(trimmed) if trimmed is not None else fst_from(a).connect()
+    return out.set_input_symbols(fst.input_symbols()).set_output_symbols(fst.output_symbols()), trimmed
+
+
+def trim(a: FstArrays) -> FstArrays | None:
+    """The accessible and coaccessible part of an unweighted automaton's arcs, states renumbered
+    in their order (as OpenFst's ``connect``); no states for an empty language. None past
+    TRIM_EDGES distinct state-to-state edges, where OpenFst's ``connect`` is the cheaper."""
+    from .length import distinct_edges
+
+    n = len(a.final)
+    if n == 0 or a.start < 0:
+        return a
+    s, d = distinct_edges(np.asarray(a.src, np.int64), np.asarray(a.nextstate, np.int64), n)
+    if len(s) > TRIM_EDGES:
+        return None
+    keep = _reached(n, s, d, [a.start]) & _reached(n, d, s, np.flatnonzero(a.final).tolist())
+    if keep.all():
+        return a
+    if not keep[a.start]:
+        none = np.zeros(0, np.int64)
+        return FstArrays(-1, np.zeros(0, bool), none, none, none, none)
+    new = np.cumsum(keep) - 1
+    arc = keep[a.src] & keep[a.nextstate]
+    return FstArrays(int(new[a.start]), a.final[keep], new[a.src[arc]], a.ilabel[arc], a.olabel[arc],
+                     new[a.nextstate[arc]])
+
+
+def _reached(n: int, src: np.ndarray, dst: np.ndarray, seeds: list[int]) -> np.ndarray:
+    """The states reached from ``seeds`` over the edges src -> dst (depth first)."""
+    succ: list[list[int]] = [[] for _ in range(n)]
+    for p, q in zip(src.tolist(), dst.tolist()):
+        succ[p].append(q)
+    seen = [False] * n
+    for q in seeds:
+        seen[q] = True
+    todo = list(seeds)
+    while todo:
+        for q in succ[todo.pop()]:
+            if not seen[q]:
+                seen[q] = True
+                todo.append(q)
+    return np.array(seen, bool)
