@@ -96,9 +96,10 @@ never spelled with byte tokens: no <0xNN> and no token boundary inside it), --li
 (ASCII never as <0xNN> where a character token exists; the identity on byte-level BPE),
 --fuse-spaces (no one-space token [ ] followed by [t] when the fused token [ t] exists; a
 pre-token boundary resets it), --max-tokens N (at most N tokens; applied after canonical
-filtering; --format index keeps the automaton and N (index version 3, no product: the decoder
-counts tokens), --format fst writes the product, whose size is counted before it is built and
-refused past --max-states). WordPiece canonical automata
+filtering; --format index keeps the automaton and N (index version 3, or for a factorized
+canonical form tokfst-factorized version 5; no product: the decoder counts tokens), --format
+fst writes the product, whose size is counted before it is built and refused past
+--max-states). WordPiece canonical automata
 are filtered after C, which needs the materialized form. A filter that leaves no string
 exits 1.
 
