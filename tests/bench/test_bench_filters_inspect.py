@@ -34,7 +34,10 @@ def test_bench_inspect_table(tmp_path):
     assert row["met"] is (row["survey"]["median_s"] <= 2.0)
 
 
-def test_bench_filters_table(tmp_path):
+def test_bench_filters_table(tmp_path, monkeypatch):
+    from tokfst_cli.bench import filters as bench_filters
+
+    monkeypatch.setattr(bench_filters, "MIN_SECONDS", 0.02)  # short rows run more pairs (here: to 20 ms a side)
     path = _tiny(tmp_path)
     res = filters_table([("tiny", path, False)], {"ab": REGEX}, 3, lambda _: None)
     (table,) = res.tables
@@ -43,6 +46,9 @@ def test_bench_filters_table(tmp_path):
     for r in table.rows:
         assert r["without"]["status"] == r["with"]["status"] == "ok", r
         assert r["ratio"] > 0
+        a, b = r["without"]["runs_s"], r["with"]["runs_s"]
+        assert len(a) == len(b) >= 3
+        assert min(sum(a), sum(b)) >= 0.02 or len(a) == bench_filters.MAX_PAIRS
         if r["filter"].startswith("max_tokens"):  # also timed with S ∩ F_N materialized
             assert r["with_fst"]["status"] == "ok" and r["ratio_fst"] > 0, r
         if r.get("states_filtered") is not None and r.get("states") is not None:

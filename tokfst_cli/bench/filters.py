@@ -102,13 +102,19 @@ def run(models: list, patterns: dict[str, str], repeat: int, progress=lambda mes
     return rows
 
 
+MIN_SECONDS = 0.25  # short rows: alternating pairs until each side has run this long
+MAX_PAIRS = 200
+
+
 def paired(repeat: int, without, with_filter) -> tuple[dict, dict, object]:
-    """Timing cells of ``repeat`` alternating runs of the two (after a warm-up run of each, so a
-    drifting machine load falls on both alike), and the filtered result."""
+    """Timing cells of alternating runs of the two (after a warm-up run of each, so a drifting
+    machine load falls on both alike), and the filtered result: ``repeat`` pairs, more for
+    short rows (until each side has run MIN_SECONDS, at most MAX_PAIRS pairs), so that a
+    millisecond row's median is not a handful of samples of the machine's noise."""
     without(), with_filter()
     common.collect()
     runs0, runs1, out = [], [], None
-    for _ in range(repeat):
+    while len(runs0) < repeat or (min(sum(runs0), sum(runs1)) < MIN_SECONDS and len(runs0) < MAX_PAIRS):
         runs0.append(common.timed(without)[0])
         t, out = common.timed(with_filter)
         runs1.append(t)
@@ -131,7 +137,8 @@ def filters_table(tokenizers: list[tuple[str, str, bool]], patterns: dict[str, s
     table.notes += [
         f"without / with: the promotion to a ready constraint, pipeline.build (A, P, S, C for canonical at the "
         f"pipeline level) and the result's decoder(), without and with one filter, after a warm-up run of each "
-        f"(the filter DFAs are built once and cached); medians of {repeat} alternating runs. scripts: Latin (with "
+        f"(the filter DFAs are built once and cached); medians of {repeat} alternating runs, more for short rows "
+        f"(until each side has run {MIN_SECONDS} s, at most {MAX_PAIRS}: the runs_s of each cell). scripts: Latin (with "
         f"Common and Inherited); max_tokens: the regex's fewest tokens (agnostic) + {SLACK}, kept as S and N "
         "(no product, also for a factorized canonical form); with, .fst: the build with the minimal S ∩ F_N "
         "materialized instead (what --format fst writes; an error past a limit), against the same without. states: of the materialized result (empty: factorized). "
