@@ -21,10 +21,13 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install -q -e '.[test]'
 	touch $@
 
-# torch's CPU wheel and transformers, for the logits processor's tests (tokfst[hf]).
-$(BIN)/.installed-hf: $(BIN)/.installed
+# The tests' environment in one pip run: the test extra and tokfst[hf] (torch's CPU wheel and
+# transformers, for the logits processor's tests); one resolution and one editable build, not two.
+$(BIN)/.installed-hf: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test,hf]'
-	touch $@
+	touch $(BIN)/.installed $@
 
 # The main job on the bundled GPT-2 tokenizer: promote a regex, write the .fst, its index
 # and drawings into artifacts/, and show that OpenFst's own tools read the result.
@@ -43,7 +46,7 @@ demo: setup
 # compileall: tokfst's own bytecode, written once. pip compiles the dependencies at install, but
 # not an editable project, and where PYTHONDONTWRITEBYTECODE is set (as on these machines) every
 # `tokfst` process the tests start would compile tokfst_cli again (about 0.15 s each).
-test: setup $(BIN)/.installed-hf
+test: system-deps $(BIN)/.installed-hf
 	$(BIN)/python -m compileall -q tokfst_cli >/dev/null
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m 'not wallclock'
 	$(BIN)/python -m pytest -q -n 2 --dist load -m wallclock

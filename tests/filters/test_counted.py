@@ -241,7 +241,7 @@ FREE = [("gpt2", catalogue.FOUNDATION["email"], 5, 12), ("llama2", catalogue.FOU
         ("gpt2", "[a-z]+( [a-z]+){0,3}", 1, 6), ("llama2", "[a-z]+( [a-z]+){0,3}", 1, 6)]
 
 
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=4, deadline=None)
 @given(case=st.sampled_from(FREE), data=st.data(), seed=st.integers(0, 2**32 - 1))
 def test_factorized_counted_walks_answer_as_c_of_the_product(case, data, seed, tmp_path_factory):
     """Free text whose C(S) is factorized, GPT-2 and Llama-2: random walks of the counted
