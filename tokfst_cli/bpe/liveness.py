@@ -103,21 +103,31 @@ class Liveness:
         self.warmed = False  # ``warm`` has run (at load; else before the first mask)
 
     # ---- lookups ------------------------------------------------------------------------
-    def special(self, p: int, fb: int, node: int) -> bool:
+    def _special_at(self, p: int, fb: int, node: int) -> int:
+        """Row of special member (p, fb, node) in the special arrays, -1 if it has none."""
         key = (p * self.n_fb + fb) * self.word.nodes + node
         i = int(np.searchsorted(self.special_keys, key))
-        return i < len(self.special_keys) and self.special_keys[i] == key and bool(self.special_live[i])
+        return i if i < len(self.special_keys) and self.special_keys[i] == key else -1
 
-    def live_next(self, p: int, cls: int, fb: int, node: int) -> np.ndarray:
-        """Bool over p's arcs (``arcs(p)[0]``): is the member after each token live?"""
+    def special(self, p: int, fb: int, node: int) -> bool:
+        i = self._special_at(p, fb, node)
+        return i >= 0 and bool(self.special_live[i])
+
+    def _per_arc(self, cache: dict, table: np.ndarray, fill, special, p: int, cls: int, fb: int,
+                 node: int) -> np.ndarray:
+        """Over p's arcs, ``table``'s entry for the member after each token (cached per member;
+        one per generic unit, whose successors do not depend on the class)."""
         key = (p, fb) if cls != START and node == DEAD else (p, cls, fb, node)
-        got = self._next.get(key)
+        got = cache.get(key)
         if got is None:
             labels, nexts, _ = self._arcs(p)
             cs, fs, ns = self.word.after(cls, fb, node, labels)
-            got = self._next[key] = successor_bits(self.live, self.pair_keys, self.n_fb, nexts, cs, fs, ns,
-                                                   self.special)
+            got = cache[key] = successor_values(table, fill, self.pair_keys, self.n_fb, nexts, cs, fs, ns, special)
         return got
+
+    def live_next(self, p: int, cls: int, fb: int, node: int) -> np.ndarray:
+        """Bool over p's arcs (``arcs(p)[0]``): is the member after each token live?"""
+        return self._per_arc(self._next, self.live, False, self.special, p, cls, fb, node)
 
     def live_ids(self, p: int, cls: int, fb: int, node: int, budget: int | None = None) -> np.ndarray:
         """Token ids (sorted) of p's arcs whose successor member is live (with ``budget``: has a
@@ -127,21 +137,12 @@ class Liveness:
 
     # ---- max_tokens: the fewest tokens to a final state (compute(limit=N)) ----------------
     def special_far(self, p: int, fb: int, node: int) -> int:
-        key = (p * self.n_fb + fb) * self.word.nodes + node
-        i = int(np.searchsorted(self.special_keys, key))
-        found = i < len(self.special_keys) and self.special_keys[i] == key
-        return int(self.special_dist[i]) if found else int(self.far)
+        i = self._special_at(p, fb, node)
+        return int(self.special_dist[i]) if i >= 0 else int(self.far)
 
     def far_next(self, p: int, cls: int, fb: int, node: int) -> np.ndarray:
         """Over p's arcs: the fewest tokens from the member after each token to a final state."""
-        key = (p, fb) if cls != START and node == DEAD else (p, cls, fb, node)
-        got = self._far.get(key)
-        if got is None:
-            labels, nexts, _ = self._arcs(p)
-            cs, fs, ns = self.word.after(cls, fb, node, labels)
-            got = self._far[key] = successor_values(self.dist, self.far, self.pair_keys, self.n_fb, nexts, cs, fs,
-                                                    ns, self.special_far)
-        return got
+        return self._per_arc(self._far, self.dist, self.far, self.special_far, p, cls, fb, node)
 
     def top(self, p: int, cls: int, fb: int, node: int) -> int:
         """The most tokens a live successor of the member needs (-1: none): a budget at least
