@@ -92,7 +92,7 @@ def agnostic_preprocessed(model: TokenizerModel, automaton: ByteAutomaton,
     marked = pipeline.promote(model, ByteAutomaton(text, automaton.pattern), limits, marked=True)
     marker = marker_label(model)
     if filters.token_level():
-        marked = apply_tokens(model, marked, filters, marker)
+        marked = apply_tokens(model, marked, filters, marker, agnostic=True)
     f = marked.copy().relabel_pairs(ipairs=[(marker, 0)], opairs=[(marker, 0)]).rmepsilon()
     d = pynini.determinize(f, nstate=limits.max_states + 1)
     if d.num_states() > limits.max_states:

@@ -383,7 +383,8 @@ def build(model: TokenizerModel, pattern: str, *, canonical: bool = False, metho
                 from .filters import apply_tokens_arrays
 
                 agnostic, arrays = apply_tokens_arrays(model, agnostic, others, _marker(model, marked),
-                                                       max_states=limits.max_states, arrays=promoted.arrays)
+                                                       max_states=limits.max_states, arrays=promoted.arrays,
+                                                       agnostic=True)
         if canonical:
             with stage(f"C: canonical BPE ({method}, {level} level)"):
                 pending = _canonical_counted(model, a, agnostic, method, limits, artifact, factorized_ok, result,

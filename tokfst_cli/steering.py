@@ -52,19 +52,21 @@ def distances(dec) -> tuple:
 UNREACHED = 1 << 30  # backward()'s distance of a state without a final state after it
 
 
-def backward(back: list[list[int]], finals: np.ndarray) -> np.ndarray:
+def backward(back: list[list[int]], finals: np.ndarray, far: int = UNREACHED) -> np.ndarray:
     """Breadth-first distance to a final state over reversed edges (``back[q]``: the states with
-    an edge to q; unreachable: UNREACHED)."""
-    dist = np.full(len(back), UNREACHED, np.int64)
+    an edge to q; unreachable: ``far``). Python lists in the loop: no numpy call per state."""
+    dist = [far] * len(back)
     queue = deque(np.flatnonzero(finals).tolist())
-    dist[list(queue)] = 0
+    for q in queue:
+        dist[q] = 0
     while queue:
         q = queue.popleft()
+        d = dist[q] + 1
         for p in back[q]:
-            if dist[p] > dist[q] + 1:
-                dist[p] = dist[q] + 1
+            if dist[p] > d:
+                dist[p] = d
                 queue.append(p)
-    return dist
+    return np.array(dist, np.int64)
 
 
 def members(state) -> list[int]:

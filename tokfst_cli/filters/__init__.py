@@ -80,29 +80,30 @@ def apply_text(model: TokenizerModel, fst: pynini.Fst, filters: Filters) -> pyni
 
 
 def apply_tokens(model: TokenizerModel, fst: pynini.Fst, filters: Filters, marker: int | None = None,
-                 max_states: int = 1_000_000, arrays: FstArrays | None = None) -> pynini.Fst:
+                 max_states: int = 1_000_000, arrays: FstArrays | None = None, agnostic: bool = False) -> pynini.Fst:
     """S ∩ F_tokens: a token acceptor restricted by the token-level filters; ``marker`` is the
     pre-token boundary label of S_M (pipeline level), which every filter passes through.
     ``max_states`` bounds the product with ``max_tokens``'s counter (LimitError); ``arrays``:
-    S's arcs in bulk, if read already (``promote.Promoted.arrays``)."""
-    return apply_tokens_arrays(model, fst, filters, marker, max_states, arrays)[0]
+    S's arcs in bulk, if read already (``promote.Promoted.arrays``); ``agnostic``: ``fst`` is
+    stage S's agnostic automaton as promoted (the shortcuts of ``tokens`` that need no OpenFst)."""
+    return apply_tokens_arrays(model, fst, filters, marker, max_states, arrays, agnostic)[0]
 
 
 def apply_tokens_arrays(model: TokenizerModel, fst: pynini.Fst, filters: Filters, marker: int | None = None,
-                        max_states: int = 1_000_000,
-                        arrays: FstArrays | None = None) -> tuple[pynini.Fst, FstArrays | None]:
+                        max_states: int = 1_000_000, arrays: FstArrays | None = None,
+                        agnostic: bool = False) -> tuple[pynini.Fst, FstArrays | None]:
     """:func:`apply_tokens` and the result's arcs where they are known without reading them
-    (S's own, or S's without banned arcs; None else), for the decoder."""
+    (S's own, or made over S's; None else), for the decoder."""
     from . import bytes as byte_filters, length, tokens
 
     if not filters.token_level():
         return fst, arrays
     names = [n for n in filters.names() if n not in TEXT]
-    steps = [(name, build, keeps) for name, build, keeps, on in (
-        ("literal_ascii", byte_filters.literal_ascii, True, filters.literal_ascii),
-        ("no_byte_tokens", byte_filters.no_byte_tokens, True, filters.no_byte_tokens),
-        ("fuse_spaces", tokens.fuse_spaces, False, filters.fuse_spaces)) if on]
-    out, dirty, arrays = tokens.restrict(model, fst, steps, marker, names, arrays)
+    steps = [(name, build) for name, build, on in (
+        ("literal_ascii", byte_filters.literal_ascii, filters.literal_ascii),
+        ("no_byte_tokens", byte_filters.no_byte_tokens, filters.no_byte_tokens),
+        ("fuse_spaces", tokens.fuse_spaces, filters.fuse_spaces)) if on]
+    out, dirty, arrays = tokens.restrict(model, fst, steps, marker, names, arrays, agnostic)
     if filters.max_tokens is not None:
         counted = length.restrict(out, filters.max_tokens, marker, max_states)
         if counted is not None:

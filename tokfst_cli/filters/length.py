@@ -128,13 +128,12 @@ def fewest(num_states: int, final: np.ndarray, src: np.ndarray, dst: np.ndarray)
         return np.zeros(0, np.int64)
     s, d = distinct_edges(np.asarray(src, np.int64), np.asarray(dst, np.int64), num_states)
     if len(s) <= FEW_EDGES:
-        from ..steering import UNREACHED, backward
+        from ..steering import backward
 
         back: list[list[int]] = [[] for _ in range(num_states)]
         for p, q in zip(s.tolist(), d.tolist()):
             back[q].append(p)
-        dist = backward(back, np.asarray(final, bool))
-        return np.where(dist >= UNREACHED, FAR, dist)
+        return backward(back, np.asarray(final, bool), FAR)
     ones = np.ones(len(s), np.int64)
     g = pynini.arcmap(fst_from_arrays(num_states, 0, final, s, ones, ones, d), map_type="times", weight=1)
     dist = np.array([float(w) for w in pynini.shortestdistance(g, reverse=True)], float)
@@ -172,9 +171,10 @@ class Counted:
 class CountedDecoder(Steps):
     """The decoder of S ∩ F_N over S's decoder ``base`` (an index or a materialized acceptor,
     without terminal labels): state ``k * n + s`` is S's state s after k tokens (n: S's states).
-    A state whose budget binds (some next state needs more tokens than are left) has its own
-    packed mask, made at load for every (state, budget) that can differ from S's own mask
-    (within the decoders' bitmask budget, else on first use)."""
+    Per state s of S, made on its first visit and kept: the largest fewest-tokens ``top`` of its
+    next states (a budget of at least ``top`` keeps S's own mask) and the distinct smaller
+    budgets; a budget that binds gets its own packed mask on first use. Nothing per state is
+    made at load, so a decoder is ready at once (the filter's cost, issue #14)."""
 
     def __init__(self, base, limit: int, fewest_: np.ndarray):
         if getattr(base, "terminals", None):
@@ -183,54 +183,18 @@ class CountedDecoder(Steps):
         self.vocab_size, self.healing = base.vocab_size, base.healing
         self.fewest = fewest_
         self._fewest = fewest_.tolist()
-        nexts, noff = base._nexts, np.asarray(base._noff)
-        far = fewest_[nexts] if len(nexts) else np.zeros(0, np.int64)
-        degree = np.diff(noff)
-        owner = np.repeat(np.arange(self.n), degree)
-        top = np.full(self.n, -1, np.int64)
-        some = degree > 0
-        if len(far):
-            top[some] = np.maximum.reduceat(far, noff[:-1][some])
-        self._top = top.tolist()
-        self._cuts: dict[int, tuple[list[int], list[np.ndarray]]] = {}
-        self._empty = pack(np.zeros(self.vocab_size, bool))
+        self._per: dict[int, tuple[int, list[int], list[np.ndarray]]] = {}  # s -> (top, budgets, masks)
+        self._empty = np.zeros((self.vocab_size + 31) // 32, "<i4")  # pack() of no token
         self._empty.setflags(write=False)
-        if len(far) and (far < top[owner]).any():
-            self._variants(owner, far, top)
 
-    def _variants(self, owner: np.ndarray, far: np.ndarray, top: np.ndarray) -> None:
-        """Per state s, the distinct budgets v below top[s] (the tokens kept: those whose next
-        state has fewest <= v), and their packed masks: made now within the decoders' bitmask
-        budget, else each on first use."""
-        from ..constraint import BITMASK_BUDGET
-
-        below = far < top[owner]  # then far < n: a state's fewest, finite
-        key = np.unique(owner[below] * (self.n + 1) + far[below])
-        ps, pv = key // (self.n + 1), key % (self.n + 1)
-        for s, v in zip(ps.tolist(), pv.tolist()):
-            self._cuts.setdefault(s, ([], []))[0].append(v)
-        if not len(key) or len(key) * ((self.vocab_size + 31) // 32) * 4 > BITMASK_BUDGET:
-            return
-        b = self.base  # every pair's arcs at once: pair j has the arcs of its state ps[j]
-        first = np.asarray(b._noff)[ps]
-        deg = np.asarray(b._noff)[ps + 1] - first
-        pair = np.repeat(np.arange(len(key)), deg)
-        at = np.arange(len(pair)) - np.repeat(np.cumsum(deg) - deg, deg)
-        lfirst = np.asarray(b._loff)[ps if b._row is None else np.asarray(b._row)[ps]]
-        drop = self.fewest[b._nexts[first[pair] + at]] > pv[pair]
-        # S's own packed rows, copied, with the dropped tokens' bits cleared (labels sorted per state)
-        words = (self.vocab_size + 31) // 32
-        rows = np.stack([b.bitmask(s) for s in ps.tolist()]).view(np.uint32)
-        lab = b._labels[(lfirst[pair] + at)[drop]].astype(np.int64)
-        cell = pair[drop] * words + (lab >> 5)
-        cells, start = np.unique(cell, return_index=True)
-        bits = np.bitwise_or.reduceat(np.left_shift(np.uint32(1), (lab & 31).astype(np.uint32)), start) if len(lab) else 0
-        flat = rows.reshape(-1)
-        flat[cells] &= ~np.asarray(bits, np.uint32)
-        packed = rows.view("<i4")
-        packed.setflags(write=False)
-        for s, row in zip(ps.tolist(), packed):
-            self._cuts[s][1].append(row)
+    def _state(self, s: int) -> tuple[int, list[int], list[np.ndarray]]:
+        """s's ``top``, its binding budgets (sorted) and the masks made for them so far."""
+        got = self._per.get(s)
+        if got is None:
+            far = self.fewest[self.base.arcs(s)[1]]
+            top = int(far.max()) if len(far) else -1
+            got = self._per[s] = (top, np.unique(far[far < top]).tolist() if top > 0 else [], [])
+        return got
 
     def _kept(self, s: int, budget: int) -> np.ndarray:
         """S's tokens at s whose next state has a final state within ``budget`` tokens."""
@@ -256,13 +220,13 @@ class CountedDecoder(Steps):
         """``mask(state)`` as packed int32 words (read-only): S's own where the budget does not bind."""
         k, s = divmod(state, self.n)
         left = self.limit - k - 1
-        if left >= self._top[s]:
+        top, budgets, masks = self._state(s)
+        if left >= top:
             return self.base.bitmask(s)
-        budgets, masks = self._cuts.get(s, ((), ()))
         i = bisect_right(budgets, left) - 1
         if i < 0:
             return self._empty
-        while len(masks) <= i:  # made on first use (past the budget at load)
+        while len(masks) <= i:  # each binding budget's mask, made on first use
             m = np.zeros(self.vocab_size, bool)
             m[self._kept(s, budgets[len(masks)])] = True
             masks.append(pack(m))

@@ -12,11 +12,19 @@ so the labels S uses are read first (``artifacts.fst_arrays``):
 
 * all of them loop on F's start state: S ∩ F = S, returned as is;
 * all of them loop on the start state or have no arc there: the product is S without the banned
-  arcs, trimmed (:func:`without`, numpy on S's arrays instead of OpenFst's product); if the
-  filter ``keeps_states``, for the agnostic S (every tokenization of each text; the banned
-  tokens' texts all have allowed spellings, so every state keeps its distinct text language)
-  these are S's minimal states: no minimization;
-* else the product is minimized (once, after all filters).
+  arcs, trimmed (:func:`without`, numpy on S's arrays instead of OpenFst's product);
+* else, for an F of few states, the product is made over the arrays (:mod:`.product`), and by
+  OpenFst's ``intersect`` otherwise;
+* the result is minimized (once, after all filters) unless it is known minimal.
+
+Every filter here *keeps texts*: from F's start state, every text has an allowed spelling (a
+banned byte token's character has a literal; [ ][t] fuses into [ t]). On an *agnostic* S (every
+tokenization of each text: stage S as promoted, whose minimal states have distinct text
+languages) that makes the shortcuts exact without OpenFst: banning labels at the start state
+only keeps every state of S, accessible and co-accessible (a path through it, re-spelled), and
+distinct: neither trim nor minimization; a product is minimal where :func:`.product.minimal`
+proves it. On any other acceptor (a canonical one, filtered after C) the result is trimmed and
+minimized.
 
 ``fuse_spaces`` (Sec. 4.5) is here; ``literal_ascii`` and ``no_byte_tokens`` (Sec. 4.3) are in
 :mod:`.bytes`, ``max_tokens`` (App. B's Gamma^k) in :mod:`.length`.
@@ -46,7 +54,9 @@ class TokenFilter:
     fst: pynini.Fst
     loop: np.ndarray  # start --label--> start
     banned: np.ndarray  # no arc with the label leaves the start state
-    keeps_states: bool = False  # see the module docstring
+    table: np.ndarray | None = None  # F's transitions for :mod:`.product` (None: too many states)
+    sigma: bool = False  # every label (tokens and the boundary) loops on the start state: F = Sigma*
+    sigma_tokens: bool = False  # every token label does (F = Sigma* where there is no boundary label)
 
 
 def from_arcs(num_states: int, src: np.ndarray, lab: np.ndarray, dst: np.ndarray, marker: int | None,
@@ -61,32 +71,34 @@ def from_arcs(num_states: int, src: np.ndarray, lab: np.ndarray, dst: np.ndarray
     return f.minimize().arcsort("ilabel")
 
 
-def describe(f: pynini.Fst, labels: int, keeps_states: bool) -> TokenFilter:
-    """F with its start state's loops and missing labels."""
+def describe(f: pynini.Fst, labels: int) -> TokenFilter:
+    """F with its start state's loops and missing labels, and its transition table."""
+    from .product import table
+
     a = fst_arrays(f)
     start = a.src == a.start
     loop = np.zeros(labels, bool)
     loop[a.ilabel[start & (a.nextstate == a.start)]] = True
     banned = np.ones(labels, bool)
     banned[a.ilabel[start]] = False
-    return TokenFilter(f, loop, banned, keeps_states)
+    return TokenFilter(f, loop, banned, table(f, labels), bool(loop[1:].all()), bool(loop[1:-1].all()))
 
 
 _CACHE: OrderedDict[tuple, TokenFilter] = OrderedDict()
 
 
 def cached(model: TokenizerModel, name: str, marker: int | None,
-           build: Callable[[TokenizerModel, int | None], pynini.Fst], keeps_states: bool) -> TokenFilter:
+           build: Callable[[TokenizerModel, int | None], pynini.Fst]) -> TokenFilter:
     """F = ``build(model, marker)``, kept per (fingerprint, filter, marker) for this process and in
     the on-disk cache (``artifacts.cached_fst``)."""
     if not model.fingerprint:
-        return describe(build(model, marker), model.vocab_size + 2, keeps_states)
+        return describe(build(model, marker), model.vocab_size + 2)
     key = (model.fingerprint, model.vocab_size, name, marker)
     if key in _CACHE:
         _CACHE.move_to_end(key)
         return _CACHE[key]
     f = cached_fst(f"filter-{name}-v{VERSION}-{model.fingerprint}-{marker or 0}", lambda: build(model, marker))
-    out = _CACHE[key] = describe(f, model.vocab_size + 2, keeps_states)
+    out = _CACHE[key] = describe(f, model.vocab_size + 2)
     while len(_CACHE) > CACHED_FILTERS:
         _CACHE.popitem(last=False)
     return out
@@ -122,66 +134,96 @@ def no_sequence(names: list[str]) -> EmptyLanguageError:
                               hint="filters-empty", names=", ".join(names))
 
 
-def restrict(model: TokenizerModel, fst: pynini.Fst, steps: list[tuple[str, Callable, bool]], marker: int | None,
-             names: list[str], arrays: FstArrays | None = None) -> tuple[pynini.Fst, bool, FstArrays | None]:
-    """S ∩ F for each (name, builder, keeps_states) of ``steps`` with the shortcuts of the module
-    docstring: (the result, whether it needs minimizing, its arcs if known). ``arrays``: S's
-    arcs, if read already."""
-    used, dirty = None, False
-    for name, build, keeps_states in steps:
-        f = cached(model, name, marker, build, keeps_states)
-        if f.loop[1:].all() or (marker is None and f.loop[1:-1].all()):
+def restrict(model: TokenizerModel, fst: pynini.Fst, steps: list[tuple[str, Callable]], marker: int | None,
+             names: list[str], arrays: FstArrays | None = None,
+             agnostic: bool = False) -> tuple[pynini.Fst, bool, FstArrays | None]:
+    """S ∩ F for each (name, builder) of ``steps`` with the shortcuts of the module docstring:
+    (the result, whether it needs minimizing, its arcs if known). ``arrays``: S's arcs, if read
+    already; ``agnostic``: S is stage S's agnostic automaton, as promoted."""
+    from . import product
+
+    used, dirty = None, False  # the labels S uses (sorted)
+    plain = agnostic  # still S's own states, each with its own text language
+    for name, build in steps:
+        f = cached(model, name, marker, build)
+        if f.sigma or (marker is None and f.sigma_tokens):
             continue  # F is Sigma*: nothing to read
         if used is None:
             arrays = fst_arrays(fst) if arrays is None else arrays
-            used = np.zeros(len(f.loop), bool)
-            used[arrays.ilabel] = True
+            used = _labels(arrays.ilabel, len(f.loop))
         if f.loop[used].all():
             continue
-        one_state = bool((f.loop | f.banned)[used].all())  # F never leaves its start state on S's labels
-        fst, arrays = without(fst, f.banned, arrays) if one_state else (pynini.intersect(fst, f.fst), None)
+        if bool((f.loop[used] | f.banned[used]).all()):  # F never leaves its start state on S's labels
+            fst, arrays = without(fst, f.banned, arrays, trim=not plain)
+            dirty |= not plain
+            used = used[~f.banned[used]] if plain else None
+        else:
+            made = product.intersect(arrays, f.table) if plain and f.table is not None else None
+            if made is None:
+                fst, arrays, dirty = pynini.intersect(fst, f.fst), None, True
+            else:
+                arrays, fstate = made
+                fst = fst_from(arrays).set_input_symbols(fst.input_symbols()).set_output_symbols(fst.output_symbols())
+                dirty |= not product.minimal(arrays, fstate)
+            used, plain = None, False
         if empty(fst):
             raise no_sequence(names)
-        if f.keeps_states and not dirty and one_state:
-            used &= ~f.banned
-        else:
-            used, dirty = None, True
-    return fst, dirty, arrays
+    return fst, dirty, None if dirty else arrays
 
 
-TRIM_EDGES = 1 << 16  # up to this many distinct state-to-state edges, :func:`trim` searches in Python
+def _labels(ilabel: np.ndarray, size: int) -> np.ndarray:
+    """The distinct labels (sorted, < ``size``): a sort for few arcs, a scatter over the labels else."""
+    if len(ilabel) * 8 < size:
+        return np.unique(ilabel)
+    seen = np.zeros(size, bool)
+    seen[ilabel] = True
+    return np.flatnonzero(seen)
 
 
-def without(fst: pynini.Fst, banned: np.ndarray,
-            arrays: FstArrays | None = None) -> tuple[pynini.Fst, FstArrays | None]:
+TRIM_EDGES = 1 << 16  # up to this many distinct state-to-state edges, :func:`trim_mask` searches in Python
+
+
+def without(fst: pynini.Fst, banned: np.ndarray, arrays: FstArrays | None = None,
+            trim: bool = True) -> tuple[pynini.Fst, FstArrays | None]:
     """S ∩ F for an F that stays in its start state on S's labels: S without the arcs whose label
     is ``banned``, trimmed (what ``pynini.intersect`` gives, by one numpy pass over the arcs;
     ``arrays``: S's, if read already), and its arcs, so that a decoder need not read them again
-    (None where OpenFst trimmed). Unweighted, as S is."""
+    (None where OpenFst trimmed). Unweighted, as S is. ``trim=False``: known trim already (an
+    agnostic S: every state keeps a path through it, re-spelled; module docstring)."""
     a = fst_arrays(fst) if arrays is None else arrays
     keep = ~banned[a.ilabel]
     a = a._replace(src=a.src[keep], ilabel=a.ilabel[keep], olabel=a.olabel[keep], nextstate=a.nextstate[keep])
-    trimmed = trim(a)
+    trimmed = trimmed_arrays(a) if trim else a
     out = fst_from(trimmed) if trimmed is not None else fst_from(a).connect()
     return out.set_input_symbols(fst.input_symbols()).set_output_symbols(fst.output_symbols()), trimmed
 
 
-def trim(a: FstArrays) -> FstArrays | None:
+def trimmed_arrays(a: FstArrays) -> FstArrays | None:
     """The accessible and coaccessible part of an unweighted automaton's arcs, states renumbered
     in their order (as OpenFst's ``connect``); no states for an empty language. None past
     TRIM_EDGES distinct state-to-state edges, where OpenFst's ``connect`` is the cheaper."""
+    keep = trim_mask(a)
+    return None if keep is None else kept_states(a, keep)
+
+
+def trim_mask(a: FstArrays) -> np.ndarray | None:
+    """The accessible and coaccessible states of :func:`trimmed_arrays` (None past TRIM_EDGES)."""
     from .length import distinct_edges
 
     n = len(a.final)
     if n == 0 or a.start < 0:
-        return a
+        return np.zeros(n, bool)
     s, d = distinct_edges(np.asarray(a.src, np.int64), np.asarray(a.nextstate, np.int64), n)
     if len(s) > TRIM_EDGES:
         return None
-    keep = _reached(n, s, d, [a.start]) & _reached(n, d, s, np.flatnonzero(a.final).tolist())
+    return _reached(n, s, d, [a.start]) & _reached(n, d, s, np.flatnonzero(a.final).tolist())
+
+
+def kept_states(a: FstArrays, keep: np.ndarray) -> FstArrays:
+    """The automaton on the states ``keep`` (renumbered in order) and the arcs between them."""
     if keep.all():
         return a
-    if not keep[a.start]:
+    if not len(keep) or not keep[a.start]:
         none = np.zeros(0, np.int64)
         return FstArrays(-1, np.zeros(0, bool), none, none, none, none)
     new = np.cumsum(keep) - 1

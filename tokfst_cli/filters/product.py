@@ -1,0 +1,119 @@
+"""S ∩ F over arc arrays for a token filter F with few states (seed 001 Sec. 4.5's ``fuse_spaces``).
+
+OpenFst's ``intersect`` then ``minimize`` then a second read of the arcs for the decoder cost
+three passes over S's arcs; S ∩ F is made here in one numpy pass per state of F instead, and
+its minimality is decided without minimizing, for an agnostic S (every tokenization of each
+text) and an F that *keeps texts* (from F's start state every text has an allowed spelling:
+``fuse_spaces`` fuses [ ][t] into [ t]):
+
+* The pairs (q, f) that can be entered are S's states with F's start, and (q', F(f, l)) for
+  every arc q -l-> q' of S and state f of F. A pair (q, f) whose arcs all lead where (q, start)'s
+  lead (same F state after each of q's labels) is the same state as (q, start) and merged into
+  it. Then the product is trimmed (``tokens.trimmed_arrays``).
+* Minimal unless proven otherwise: the states (q, start) have the text languages of S's states
+  q, which are distinct in a minimal agnostic S, so no two of them are equivalent. Equivalent
+  states of a trim DFA have the same finality and the same labels out; so if no state (q, f),
+  f not the start, shares both with another state (compared by a 64-bit hash of the label set:
+  a collision only costs a minimization), the product is minimal. Else the caller minimizes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pynini
+
+from ..artifacts import FstArrays, fst_arrays
+
+MAX_STATES = 8  # filters with more states go to OpenFst's intersect (one pass over S's arcs per state here)
+_WEIGHTS = np.random.default_rng(0x7F4A7C15).integers(1, 1 << 63, 1 << 16, dtype=np.uint64)  # per label, grown
+
+
+def table(f: pynini.Fst, labels: int) -> np.ndarray | None:
+    """F's transitions as a (states, labels) int32 table, start state first, -1 for no arc; None
+    past :data:`MAX_STATES` states or with a state that is not final."""
+    a = fst_arrays(f)
+    k = len(a.final)
+    if k == 0 or k > MAX_STATES or not a.final.all():
+        return None
+    order = np.r_[a.start, np.delete(np.arange(k), a.start)]  # old state of new state i
+    new = np.empty(k, np.int64)
+    new[order] = np.arange(k)
+    out = np.full((k, labels), -1, np.int32)
+    out[new[a.src], a.ilabel] = new[a.nextstate]
+    out.setflags(write=False)
+    return out
+
+
+def intersect(a: FstArrays, delta: np.ndarray) -> tuple[FstArrays, np.ndarray] | None:
+    """S ∩ F (trimmed, states renumbered in order) and the F state of each of its states; ``a``:
+    S's arcs (grouped by state), ``delta``: :func:`table` of F (state 0 = start, every state
+    final). None past ``tokens.TRIM_EDGES`` (the caller intersects with OpenFst)."""
+    from .tokens import kept_states, trim_mask
+
+    n, k = len(a.final), delta.shape[0]
+    src, lab, dst = (np.asarray(x, np.int64) for x in (a.src, a.ilabel, a.nextstate))
+    degree = np.bincount(src, minlength=n)
+    first = np.cumsum(degree) - degree
+    entered: list[list[np.ndarray]] = [[] for _ in range(k)]  # per F state g: the q with (q, g) enterable
+    for f in range(k):
+        to = delta[f, lab]
+        for g in np.unique(to[to > 0]).tolist():
+            entered[g].append(dst[to == g])
+    qs, fs = [np.arange(n, dtype=np.int64)], [np.zeros(n, np.int64)]
+    pair = np.full((k, n), -1, np.int64)  # (F state, S state) -> state of the product
+    pair[0] = np.arange(n)
+    count = n
+    for g in range(1, k):
+        q = np.unique(np.concatenate(entered[g])) if entered[g] else np.zeros(0, np.int64)
+        arcs = np.repeat(first[q], degree[q]) + _ranks(degree[q])
+        owner = np.repeat(np.arange(len(q)), degree[q])
+        differs = np.bincount(owner, delta[g, lab[arcs]] != delta[0, lab[arcs]], len(q)) > 0
+        own = q[differs]
+        pair[g, q] = q  # merged into (q, start): the same arcs to the same states
+        pair[g, own] = count + np.arange(len(own))
+        qs.append(own)
+        fs.append(np.full(len(own), g, np.int64))
+        count += len(own)
+    pq, pf = np.concatenate(qs), np.concatenate(fs)
+    deg = degree[pq]
+    arc = np.repeat(first[pq], deg) + _ranks(deg)
+    owner = np.repeat(np.arange(count), deg)
+    to = delta[np.repeat(pf, deg), lab[arc]]
+    ok = to >= 0
+    owner, arc, to = owner[ok], arc[ok], to[ok]
+    out = FstArrays(int(a.start), np.asarray(a.final, bool)[pq], owner, lab[arc], lab[arc], pair[to, dst[arc]])
+    keep = trim_mask(out)
+    if keep is None:
+        return None
+    return kept_states(out, keep), pf[keep]
+
+
+def _ranks(counts: np.ndarray) -> np.ndarray:
+    """0..c-1 for each count c, concatenated."""
+    return np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+
+
+def minimal(a: FstArrays, fstate: np.ndarray) -> bool:
+    """Proven minimal by the module docstring's test (False: not proven; the caller minimizes)."""
+    n = len(a.final)
+    extra = np.flatnonzero(fstate != 0)
+    if not len(extra):
+        return True
+    weight = _weights(int(a.ilabel.max()) + 1)
+    sig = np.zeros(n, np.uint64)
+    has = np.flatnonzero(np.bincount(a.src, minlength=n))
+    if len(has):  # arcs come grouped by state: one sum per state (mod 2^64)
+        starts = np.searchsorted(a.src, has)
+        sig[has] = np.add.reduceat(weight[a.ilabel], starts)
+    sig = sig * np.uint64(2) + np.asarray(a.final, np.uint64)
+    values, counts = np.unique(sig, return_counts=True)
+    return not np.isin(sig[extra], values[counts > 1]).any()
+
+
+def _weights(size: int) -> np.ndarray:
+    """A random 64-bit weight per label, the same for the whole process."""
+    global _WEIGHTS
+    if len(_WEIGHTS) < size:
+        more = np.random.default_rng(len(_WEIGHTS)).integers(1, 1 << 63, size - len(_WEIGHTS), dtype=np.uint64)
+        _WEIGHTS = np.r_[_WEIGHTS, more]
+    return _WEIGHTS
