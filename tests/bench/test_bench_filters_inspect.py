@@ -53,3 +53,15 @@ def test_bench_filters_table(tmp_path, monkeypatch):
             assert r["with_fst"]["status"] == "ok" and r["ratio_fst"] > 0, r
         if r.get("states_filtered") is not None and r.get("states") is not None:
             assert r["states_filtered"] >= 1
+
+
+def test_filters_pairs_swap_their_order_every_pair():
+    """A fixed order (without, with) billed the second run's slowdown to the filter: the order
+    swaps every pair, after one warm-up run of each."""
+    from tokfst_cli.bench import filters as bench_filters
+
+    calls = []
+    without, runs, _ = bench_filters.paired(4, lambda: calls.append("w"), lambda: calls.append("f") or "out")
+    assert calls[:2] == ["w", "f"]  # the warm-up
+    assert calls[2:] == ["w", "f", "f", "w"] * (len(calls[2:]) // 4) + ["w", "f"] * (len(calls[2:]) % 4 // 2)
+    assert len(without["runs_s"]) == len(runs["runs_s"]) >= 4

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import time
 import zlib
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -369,11 +370,17 @@ def _symbols(hf: HfBpe, model: TokenizerModel, t: int) -> list[int]:
     return hf.initial_symbols(text, prefix_first=pre, suffix_last=suf)
 
 
+LOADED = 2  # implicit A_BPEs kept per process, by cache entry (their rows and classes are made once)
+_LOADED: OrderedDict[tuple, ImplicitBpe] = OrderedDict()
+
+
 def load_or_compile(model: TokenizerModel, artifact: str | None = None) -> ImplicitBpe:
     """An artifact given by path, else the cached one for this fingerprint, else compile and cache.
 
     A cache entry is sealed (:mod:`tokfst_cli.cache`) and verified on read; a damaged,
-    truncated or foreign one is rebuilt.
+    truncated or foreign one is rebuilt. The one read from the cache is kept for this process
+    (with what it derives on use: rows, classes) while its entry is unchanged on disk
+    (``cache.identity``), so the canonical builds of one process share it.
     """
     from .. import cache
     from ..artifacts import read_artifact
@@ -381,14 +388,27 @@ def load_or_compile(model: TokenizerModel, artifact: str | None = None) -> Impli
     if artifact is not None:
         return from_bytes(read_artifact(artifact, hint="rebuild-implicit"), model.fingerprint, artifact).attach(model)
     path = cache.cache_dir() / f"v{VERSION}-bpe-{model.fingerprint}.tokfst"
+    ident = cache.identity(path)
+    if ident is not None and ident in _LOADED:
+        _LOADED.move_to_end(ident)
+        return _LOADED[ident]
     data = cache.load(path)
     if data is not None:
         try:
-            return from_bytes(data, model.fingerprint, str(path)).attach(model)
+            return _kept(ident, from_bytes(data, model.fingerprint, str(path)).attach(model))
         except InputError:
             pass  # sealed but not this format (another tokfst): rebuild
     imp = compile_implicit(model).attach(model)
-    cache.store(path, to_bytes(imp))
+    if cache.store(path, to_bytes(imp)):
+        _kept(cache.identity(path), imp)
+    return imp
+
+
+def _kept(ident: tuple | None, imp: ImplicitBpe) -> ImplicitBpe:
+    if ident is not None:
+        _LOADED[ident] = imp
+        while len(_LOADED) > LOADED:
+            _LOADED.popitem(last=False)
     return imp
 
 
