@@ -116,6 +116,7 @@ def restrict(fst: pynini.Fst, n: int, marker: int | None, max_states: int) -> py
 
 
 FAR = 1 << 60  # fewest() of a state without a final state after it
+FEW_PAIRS, FEW_ARCS = 8, 256  # binding pairs (and their states' arcs) up to which masks are made in Python
 FEW_EDGES = 2048  # up to this many distinct edges, fewest() searches in Python
 
 
@@ -171,10 +172,10 @@ class Counted:
 class CountedDecoder(Steps):
     """The decoder of S ∩ F_N over S's decoder ``base`` (an index or a materialized acceptor,
     without terminal labels): state ``k * n + s`` is S's state s after k tokens (n: S's states).
-    Per state s of S, made on its first visit and kept: the largest fewest-tokens ``top`` of its
-    next states (a budget of at least ``top`` keeps S's own mask) and the distinct smaller
-    budgets; a budget that binds gets its own packed mask on first use. Nothing per state is
-    made at load, so a decoder is ready at once (the filter's cost, issue #14)."""
+    Per state s of S: ``top``, the largest fewest-tokens of its next states (a budget of at least
+    ``top`` keeps S's own mask), and the smaller budgets that bind, each with its packed mask,
+    made at load in one vectorized pass over the binding states' arcs (within the decoders'
+    bitmask budget, else on first use), so that a step at a fresh state stays a lookup."""
 
     def __init__(self, base, limit: int, fewest_: np.ndarray):
         if getattr(base, "terminals", None):
@@ -183,18 +184,74 @@ class CountedDecoder(Steps):
         self.vocab_size, self.healing = base.vocab_size, base.healing
         self.fewest = fewest_
         self._fewest = fewest_.tolist()
-        self._per: dict[int, tuple[int, list[int], list[np.ndarray]]] = {}  # s -> (top, budgets, masks)
+        self._cuts: dict[int, tuple[list[int], list[np.ndarray]]] = {}  # s -> (binding budgets, their masks)
         self._empty = np.zeros((self.vocab_size + 31) // 32, "<i4")  # pack() of no token
         self._empty.setflags(write=False)
+        nexts, noff = base._nexts, np.asarray(base._noff)
+        top = np.full(self.n, -1, np.int64)
+        if len(nexts):
+            far = fewest_[nexts]
+            degree = np.diff(noff)
+            some = degree > 0
+            top[some] = np.maximum.reduceat(far, noff[:-1][some])
+            owner = np.repeat(np.arange(self.n), degree)
+            below = far < top[owner]
+            if below.any():
+                self._variants(far, owner, below, noff)
+        self._top = top.tolist()
 
-    def _state(self, s: int) -> tuple[int, list[int], list[np.ndarray]]:
-        """s's ``top``, its binding budgets (sorted) and the masks made for them so far."""
-        got = self._per.get(s)
-        if got is None:
-            far = self.fewest[self.base.arcs(s)[1]]
-            top = int(far.max()) if len(far) else -1
-            got = self._per[s] = (top, np.unique(far[far < top]).tolist() if top > 0 else [], [])
-        return got
+    def _variants(self, far: np.ndarray, owner: np.ndarray, below: np.ndarray, noff: np.ndarray) -> None:
+        """The binding (state, budget) pairs (the budgets v below top[s] that some next state's
+        fewest equals: the tokens kept are those whose next state has fewest <= v) and their
+        packed masks: S's row with the dropped tokens' bits cleared."""
+        from ..constraint import BITMASK_BUDGET
+
+        key = np.unique(owner[below] * (self.n + 1) + far[below])
+        ps, pv = key // (self.n + 1), key % (self.n + 1)
+        budgets = [[] for _ in range(len(key))]
+        for j, (s, v) in enumerate(zip(ps.tolist(), pv.tolist())):
+            budgets[j] = self._cuts.setdefault(s, ([], []))[0]
+            budgets[j].append(v)
+        b, words = self.base, (self.vocab_size + 31) // 32
+        if b.words is None or len(key) * words * 4 > BITMASK_BUDGET:
+            return  # each made on first use (bitmask)
+        rows = b.words[ps if b._row is None else np.asarray(b._row)[ps]].view(np.uint32)  # a copy
+        first = noff[ps]
+        deg = noff[ps + 1] - first
+        if len(key) <= FEW_PAIRS and int(deg.sum()) <= FEW_ARCS:  # Python is cheaper than a dozen numpy calls
+            self._few(rows, ps.tolist(), pv.tolist(), far)
+            return
+        pair = np.repeat(np.arange(len(key)), deg)
+        rank = np.arange(len(pair)) - np.repeat(np.cumsum(deg) - deg, deg)
+        drop = far[first[pair] + rank] > pv[pair]
+        lfirst = np.asarray(b._loff)[ps if b._row is None else np.asarray(b._row)[ps]]
+        lab = b._labels[(lfirst[pair] + rank)[drop]].astype(np.int64)
+        if len(lab):  # cells come sorted (pairs in order, labels sorted per state): OR the bits per cell
+            cell = pair[drop] * words + (lab >> 5)
+            start = np.flatnonzero(np.r_[True, cell[1:] != cell[:-1]])
+            bits = np.bitwise_or.reduceat(np.left_shift(np.uint32(1), (lab & 31).astype(np.uint32)), start)
+            rows.reshape(-1)[cell[start]] &= ~bits
+        packed = rows.view("<i4")
+        packed.setflags(write=False)
+        for s, row in zip(ps.tolist(), packed):
+            self._cuts[s][1].append(row)
+
+    def _few(self, rows: np.ndarray, ps: list[int], pv: list[int], far: np.ndarray) -> None:
+        """:meth:`_variants`'s masks pair by pair in Python (``rows``: copies of S's rows, uint32)."""
+        b = self.base
+        for j, (s, v) in enumerate(zip(ps, pv)):
+            labels, _ = b.arcs(s)
+            lo = b._noffs[s]
+            clear: dict[int, int] = {}
+            for label, f in zip(labels.tolist(), far[lo:lo + len(labels)].tolist()):
+                if f > v:
+                    clear[label >> 5] = clear.get(label >> 5, 0) | 1 << (label & 31)
+            if clear:
+                rows[j, list(clear)] &= ~np.array(list(clear.values()), np.uint32)
+        packed = rows.view("<i4")
+        packed.setflags(write=False)
+        for s, row in zip(ps, packed):
+            self._cuts[s][1].append(row)
 
     def _kept(self, s: int, budget: int) -> np.ndarray:
         """S's tokens at s whose next state has a final state within ``budget`` tokens."""
@@ -220,13 +277,13 @@ class CountedDecoder(Steps):
         """``mask(state)`` as packed int32 words (read-only): S's own where the budget does not bind."""
         k, s = divmod(state, self.n)
         left = self.limit - k - 1
-        top, budgets, masks = self._state(s)
-        if left >= top:
+        if left >= self._top[s]:
             return self.base.bitmask(s)
+        budgets, masks = self._cuts.get(s, ((), ()))
         i = bisect_right(budgets, left) - 1
         if i < 0:
             return self._empty
-        while len(masks) <= i:  # each binding budget's mask, made on first use
+        while len(masks) <= i:  # made on first use (past the budget at load)
             m = np.zeros(self.vocab_size, bool)
             m[self._kept(s, budgets[len(masks)])] = True
             masks.append(pack(m))
