@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tokfst_cli import inspection, tokenizer as tokmod
 from tokfst_cli.bench.filters import FILTERS, filters_table
 from tokfst_cli.bench.inspect import inspect_table
@@ -65,3 +67,12 @@ def test_filters_pairs_swap_their_order_every_pair():
     assert calls[:2] == ["w", "f"]  # the warm-up
     assert calls[2:] == ["w", "f", "f", "w"] * (len(calls[2:]) // 4) + ["w", "f"] * (len(calls[2:]) % 4 // 2)
     assert len(without["runs_s"]) == len(runs["runs_s"]) >= 4
+
+
+def test_filters_ratio_is_the_median_of_the_pairs_ratios():
+    """A pair's two runs are adjacent in time: the ratio is taken per pair, then the median
+    (here 1.1, where the medians' ratio would be 1.0); an error cell has none."""
+    from tokfst_cli.bench import common, filters as bench_filters
+
+    assert bench_filters.pair_ratio(common.ok([1.0, 3.0, 2.0]), common.ok([2.0, 3.3, 2.0])) == pytest.approx(1.1)
+    assert bench_filters.pair_ratio(common.ok([1.0]), common.error("past max_arcs")) is None

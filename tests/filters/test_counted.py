@@ -45,15 +45,11 @@ def built(name: str, pattern: str, canonical: bool, n: int) -> pipeline.Result:
 
 
 def counted_forms(result: pipeline.Result, tmp_path, monkeypatch) -> list:
-    """The counted decoder in memory, loaded from its index, with the binding masks made the
-    other way at load (Python pair by pair or numpy at once: ``length.FEW_PAIRS``), and with
-    every packed mask made on first use."""
+    """The counted decoder in memory, loaded from its index, and with every packed mask made on first use."""
     path = tmp_path / "c.json"
     path.write_text(json.dumps(result.index()))
     forms = [result.decoder(), constraint.load(str(path), result.model)]
     with monkeypatch.context() as m:
-        m.setattr(length, "FEW_PAIRS", 0 if length.FEW_PAIRS else 8)
-        forms.append(result.decoder())
         m.setattr(constraint, "BITMASK_BUDGET", 0)
         forms.append(constraint.load(str(path), result.model))
     return forms

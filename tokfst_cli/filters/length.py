@@ -27,7 +27,7 @@ import pynini
 
 from ..artifacts import FstArrays, fst_arrays, fst_from_arrays
 from ..errors import DisallowedTokenError, LimitError
-from ..matcher import Steps, pack
+from ..matcher import Steps
 
 STAGE = "the product with the token-count filter"
 
@@ -116,7 +116,6 @@ def restrict(fst: pynini.Fst, n: int, marker: int | None, max_states: int) -> py
 
 
 FAR = 1 << 60  # fewest() of a state without a final state after it
-FEW_PAIRS, FEW_ARCS = 8, 256  # binding pairs (and their states' arcs) up to which masks are made in Python
 FEW_EDGES = 2048  # up to this many distinct edges, fewest() searches in Python
 
 
@@ -172,10 +171,12 @@ class Counted:
 class CountedDecoder(Steps):
     """The decoder of S ∩ F_N over S's decoder ``base`` (an index or a materialized acceptor,
     without terminal labels): state ``k * n + s`` is S's state s after k tokens (n: S's states).
-    Per state s of S: ``top``, the largest fewest-tokens of its next states (a budget of at least
-    ``top`` keeps S's own mask), and the smaller budgets that bind, each with its packed mask,
-    made at load in one vectorized pass over the binding states' arcs (within the decoders'
-    bitmask budget, else on first use), so that a step at a fresh state stays a lookup."""
+    Per state s of S, ``top`` (made at load, one vectorized pass): the largest fewest-tokens of
+    its next states; a budget of at least ``top`` keeps S's own mask, so a step there is S's
+    lookup. A budget below it binds: the state's binding budgets and each one's packed mask (S's
+    row with the dropped tokens' bits cleared) are made on the first step that needs them and
+    kept. The budget binds only in the last steps of a sequence, so the load stays a few numpy
+    calls (the filter's cost on small automata, issue #14)."""
 
     def __init__(self, base, limit: int, fewest_: np.ndarray):
         if getattr(base, "terminals", None):
@@ -184,74 +185,33 @@ class CountedDecoder(Steps):
         self.vocab_size, self.healing = base.vocab_size, base.healing
         self.fewest = fewest_
         self._fewest = fewest_.tolist()
-        self._cuts: dict[int, tuple[list[int], list[np.ndarray]]] = {}  # s -> (binding budgets, their masks)
+        self._cuts: dict[int, tuple[list[int], list[np.ndarray]]] = {}  # s -> (binding budgets, masks made)
         self._empty = np.zeros((self.vocab_size + 31) // 32, "<i4")  # pack() of no token
         self._empty.setflags(write=False)
         nexts, noff = base._nexts, np.asarray(base._noff)
         top = np.full(self.n, -1, np.int64)
         if len(nexts):
-            far = fewest_[nexts]
-            degree = np.diff(noff)
-            some = degree > 0
-            top[some] = np.maximum.reduceat(far, noff[:-1][some])
-            owner = np.repeat(np.arange(self.n), degree)
-            below = far < top[owner]
-            if below.any():
-                self._variants(far, owner, below, noff)
+            some = noff[1:] > noff[:-1]
+            top[some] = np.maximum.reduceat(fewest_[nexts], noff[:-1][some])
         self._top = top.tolist()
 
-    def _variants(self, far: np.ndarray, owner: np.ndarray, below: np.ndarray, noff: np.ndarray) -> None:
-        """The binding (state, budget) pairs (the budgets v below top[s] that some next state's
-        fewest equals: the tokens kept are those whose next state has fewest <= v) and their
-        packed masks: S's row with the dropped tokens' bits cleared."""
-        from ..constraint import BITMASK_BUDGET
+    def _binding(self, s: int) -> tuple[list[int], list[np.ndarray]]:
+        """The budgets below ``top`` that some next state's fewest equals (sorted), and their masks so far."""
+        got = self._cuts.get(s)
+        if got is None:
+            far = self.fewest[self.base.arcs(s)[1]]
+            got = self._cuts[s] = (np.unique(far[far < self._top[s]]).tolist(), [])
+        return got
 
-        key = np.unique(owner[below] * (self.n + 1) + far[below])
-        ps, pv = key // (self.n + 1), key % (self.n + 1)
-        budgets = [[] for _ in range(len(key))]
-        for j, (s, v) in enumerate(zip(ps.tolist(), pv.tolist())):
-            budgets[j] = self._cuts.setdefault(s, ([], []))[0]
-            budgets[j].append(v)
-        b, words = self.base, (self.vocab_size + 31) // 32
-        if b.words is None or len(key) * words * 4 > BITMASK_BUDGET:
-            return  # each made on first use (bitmask)
-        rows = b.words[ps if b._row is None else np.asarray(b._row)[ps]].view(np.uint32)  # a copy
-        first = noff[ps]
-        deg = noff[ps + 1] - first
-        if len(key) <= FEW_PAIRS and int(deg.sum()) <= FEW_ARCS:  # Python is cheaper than a dozen numpy calls
-            self._few(rows, ps.tolist(), pv.tolist(), far)
-            return
-        pair = np.repeat(np.arange(len(key)), deg)
-        rank = np.arange(len(pair)) - np.repeat(np.cumsum(deg) - deg, deg)
-        drop = far[first[pair] + rank] > pv[pair]
-        lfirst = np.asarray(b._loff)[ps if b._row is None else np.asarray(b._row)[ps]]
-        lab = b._labels[(lfirst[pair] + rank)[drop]].astype(np.int64)
-        if len(lab):  # cells come sorted (pairs in order, labels sorted per state): OR the bits per cell
-            cell = pair[drop] * words + (lab >> 5)
-            start = np.flatnonzero(np.r_[True, cell[1:] != cell[:-1]])
-            bits = np.bitwise_or.reduceat(np.left_shift(np.uint32(1), (lab & 31).astype(np.uint32)), start)
-            rows.reshape(-1)[cell[start]] &= ~bits
-        packed = rows.view("<i4")
-        packed.setflags(write=False)
-        for s, row in zip(ps.tolist(), packed):
-            self._cuts[s][1].append(row)
-
-    def _few(self, rows: np.ndarray, ps: list[int], pv: list[int], far: np.ndarray) -> None:
-        """:meth:`_variants`'s masks pair by pair in Python (``rows``: copies of S's rows, uint32)."""
-        b = self.base
-        for j, (s, v) in enumerate(zip(ps, pv)):
-            labels, _ = b.arcs(s)
-            lo = b._noffs[s]
-            clear: dict[int, int] = {}
-            for label, f in zip(labels.tolist(), far[lo:lo + len(labels)].tolist()):
-                if f > v:
-                    clear[label >> 5] = clear.get(label >> 5, 0) | 1 << (label & 31)
-            if clear:
-                rows[j, list(clear)] &= ~np.array(list(clear.values()), np.uint32)
-        packed = rows.view("<i4")
-        packed.setflags(write=False)
-        for s, row in zip(ps, packed):
-            self._cuts[s][1].append(row)
+    def _mask(self, s: int, budget: int) -> np.ndarray:
+        """S's packed row at s without the tokens whose next state needs more than ``budget`` tokens."""
+        labels, nexts = self.base.arcs(s)
+        drop = labels[self.fewest[nexts] > budget].astype(np.int64)
+        words = np.array(self.base.bitmask(s)).view(np.uint32)  # a copy
+        np.bitwise_and.at(words, drop >> 5, ~np.left_shift(np.uint32(1), (drop & 31).astype(np.uint32)))
+        out = words.view("<i4")
+        out.setflags(write=False)
+        return out
 
     def _kept(self, s: int, budget: int) -> np.ndarray:
         """S's tokens at s whose next state has a final state within ``budget`` tokens."""
@@ -279,15 +239,12 @@ class CountedDecoder(Steps):
         left = self.limit - k - 1
         if left >= self._top[s]:
             return self.base.bitmask(s)
-        budgets, masks = self._cuts.get(s, ((), ()))
+        budgets, masks = self._binding(s)
         i = bisect_right(budgets, left) - 1
         if i < 0:
             return self._empty
-        while len(masks) <= i:  # made on first use (past the budget at load)
-            m = np.zeros(self.vocab_size, bool)
-            m[self._kept(s, budgets[len(masks)])] = True
-            masks.append(pack(m))
-            masks[-1].setflags(write=False)
+        while len(masks) <= i:
+            masks.append(self._mask(s, budgets[len(masks)]))
         return masks[i]
 
     def advance(self, state: int, token: int) -> int:
