@@ -244,6 +244,8 @@ def promoted_s(model, pattern: str, level: str):
        level=st.sampled_from(["agnostic", "marked"]))
 @example(name="gpt2", fname="fuse_spaces", pattern="\"a\" ?[a-z ]{1,5}", level="marked")  # products one state
 @example(name="llama2", fname="fuse_spaces", pattern="\"a\" ?[a-z ]{1,5}", level="agnostic")  # past minimal
+@example(name="llama2", fname="no_byte_tokens", pattern="[A-Za-z]{1,4}( [0-9]+)?", level="marked")  # F': 4 states
+@example(name="llama2", fname="no_byte_tokens", pattern="(é|中|ab)+ ?[xy]", level="agnostic")  # F': 5 states
 def test_filters_on_stage_s_give_the_minimal_product_without_openfst(name, fname, pattern, level):
     """On stage S as promoted, the shortcuts (banned labels removed without trimming or
     minimizing; a product of few states made over the arrays, minimized only where its

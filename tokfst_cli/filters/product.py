@@ -28,18 +28,39 @@ MAX_STATES = 8  # filters with more states go to OpenFst's intersect (one pass o
 _WEIGHTS = np.random.default_rng(0x7F4A7C15).integers(1, 1 << 63, 1 << 16, dtype=np.uint64)  # per label, grown
 
 
-def table(f: pynini.Fst, labels: int) -> np.ndarray | None:
+def table(f: pynini.Fst | FstArrays, labels: int, used: np.ndarray | None = None) -> np.ndarray | None:
     """F's transitions as a (states, labels) int32 table, start state first, -1 for no arc; None
-    past :data:`MAX_STATES` states or with a state that is not final."""
-    a = fst_arrays(f)
-    k = len(a.final)
-    if k == 0 or k > MAX_STATES or not a.final.all():
+    past :data:`MAX_STATES` states or with a state that is not final. ``used``: only the labels
+    S uses (sorted), and only the states F reaches from its start on them: S ∩ F is S ∩ F'
+    for that F', which has a few states where F has many (``no_byte_tokens``: the partial
+    characters S can spell, e.g. Llama-2's leading ▁ in three bytes)."""
+    a = fst_arrays(f) if isinstance(f, pynini.Fst) else f
+    if len(a.final) == 0 or not a.final.all():
         return None
-    order = np.r_[a.start, np.delete(np.arange(k), a.start)]  # old state of new state i
-    new = np.empty(k, np.int64)
-    new[order] = np.arange(k)
-    out = np.full((k, labels), -1, np.int32)
-    out[new[a.src], a.ilabel] = new[a.nextstate]
+    on = None
+    if used is not None:
+        on = np.zeros(labels, bool)
+        on[used] = True
+    offsets = np.searchsorted(a.src, np.arange(len(a.final) + 1))  # arcs come grouped by state
+    new = {int(a.start): 0}  # F's state -> the table's, in breadth-first order from the start
+    rows = []
+    while len(rows) < len(new):  # over the states F reaches on the labels (few: MAX_STATES)
+        p = list(new)[len(rows)]
+        lab, dst = a.ilabel[offsets[p]:offsets[p + 1]], a.nextstate[offsets[p]:offsets[p + 1]]
+        if on is not None:
+            keep = on[lab]
+            lab, dst = lab[keep], dst[keep]
+        rows.append((lab, dst))
+        for q in np.unique(dst).tolist():
+            if q not in new:
+                if len(new) == MAX_STATES:
+                    return None
+                new[q] = len(new)
+    renumber = np.full(len(a.final), -1, np.int64)
+    renumber[list(new)] = list(new.values())
+    out = np.full((len(new), labels), -1, np.int32)
+    for j, (lab, dst) in enumerate(rows):
+        out[j, lab] = renumber[dst]
     out.setflags(write=False)
     return out
 

@@ -13,8 +13,9 @@ so the labels S uses are read first (``artifacts.fst_arrays``):
 * all of them loop on F's start state: S ∩ F = S, returned as is;
 * all of them loop on the start state or have no arc there: the product is S without the banned
   arcs, trimmed (:func:`without`, numpy on S's arrays instead of OpenFst's product);
-* else, for an F of few states, the product is made over the arrays (:mod:`.product`), and by
-  OpenFst's ``intersect`` otherwise;
+* else, where F has few states, or F reaches few states on S's labels (``no_byte_tokens`` on
+  Llama-2's S_M: the three bytes of the leading ▁), the product is made over the arrays
+  (:mod:`.product`), and by OpenFst's ``intersect`` otherwise;
 * the result is minimized (once, after all filters) unless it is known minimal.
 
 Every filter here *keeps texts*: from F's start state, every text has an allowed spelling (a
@@ -55,6 +56,7 @@ class TokenFilter:
     loop: np.ndarray  # start --label--> start
     banned: np.ndarray  # no arc with the label leaves the start state
     table: np.ndarray | None = None  # F's transitions for :mod:`.product` (None: too many states)
+    arcs: FstArrays | None = None  # F's arcs, for a table of the states S's labels reach (many-state F)
     sigma: bool = False  # every label (tokens and the boundary) loops on the start state: F = Sigma*
     sigma_tokens: bool = False  # every token label does (F = Sigma* where there is no boundary label)
 
@@ -81,7 +83,9 @@ def describe(f: pynini.Fst, labels: int) -> TokenFilter:
     loop[a.ilabel[start & (a.nextstate == a.start)]] = True
     banned = np.ones(labels, bool)
     banned[a.ilabel[start]] = False
-    return TokenFilter(f, loop, banned, table(f, labels), bool(loop[1:].all()), bool(loop[1:-1].all()))
+    delta = table(a, labels)
+    return TokenFilter(f, loop, banned, delta, None if delta is not None else a, bool(loop[1:].all()),
+                       bool(loop[1:-1].all()))
 
 
 _CACHE: OrderedDict[tuple, TokenFilter] = OrderedDict()
@@ -158,7 +162,8 @@ def restrict(model: TokenizerModel, fst: pynini.Fst, steps: list[tuple[str, Call
             dirty |= not plain
             used = used[~f.banned[used]] if plain else None
         else:
-            made = product.intersect(arrays, f.table) if plain and f.table is not None else None
+            delta = f.table if f.table is not None or not plain else product.table(f.arcs, len(f.loop), used)
+            made = product.intersect(arrays, delta) if plain and delta is not None else None
             if made is None:
                 fst, arrays, dirty = pynini.intersect(fst, f.fst), None, True
             else:
