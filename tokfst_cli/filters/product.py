@@ -37,21 +37,18 @@ def table(f: pynini.Fst | FstArrays, labels: int, used: np.ndarray | None = None
     a = fst_arrays(f) if isinstance(f, pynini.Fst) else f
     if len(a.final) == 0 or not a.final.all():
         return None
-    on = None
-    if used is not None:
-        on = np.zeros(labels, bool)
-        on[used] = True
-    offsets = np.searchsorted(a.src, np.arange(len(a.final) + 1))  # arcs come grouped by state
+    offsets = np.searchsorted(a.src, np.arange(len(a.final) + 1))  # arcs come grouped by state, sorted by label
     new = {int(a.start): 0}  # F's state -> the table's, in breadth-first order from the start
     rows = []
     while len(rows) < len(new):  # over the states F reaches on the labels (few: MAX_STATES)
         p = list(new)[len(rows)]
         lab, dst = a.ilabel[offsets[p]:offsets[p + 1]], a.nextstate[offsets[p]:offsets[p + 1]]
-        if on is not None:
-            keep = on[lab]
-            lab, dst = lab[keep], dst[keep]
+        if used is not None and len(lab):  # the arcs on S's labels: a binary search per label S uses
+            at = np.minimum(np.searchsorted(lab, used), len(lab) - 1)
+            hit = lab[at] == used
+            lab, dst = used[hit], dst[at[hit]]
         rows.append((lab, dst))
-        for q in np.unique(dst).tolist():
+        for q in set(dst.tolist()):
             if q not in new:
                 if len(new) == MAX_STATES:
                     return None
@@ -75,27 +72,21 @@ def intersect(a: FstArrays, delta: np.ndarray) -> tuple[FstArrays, np.ndarray] |
     src, lab, dst = (np.asarray(x, np.int64) for x in (a.src, a.ilabel, a.nextstate))
     degree = np.bincount(src, minlength=n)
     first = np.cumsum(degree) - degree
-    entered: list[list[np.ndarray]] = [[] for _ in range(k)]  # per F state g: the q with (q, g) enterable
-    for f in range(k):
-        to = delta[f, lab]
-        for g in np.unique(to[to > 0]).tolist():
-            entered[g].append(dst[to == g])
-    qs, fs = [np.arange(n, dtype=np.int64)], [np.zeros(n, np.int64)]
+    to = delta[:, lab]  # (F state, arc of S) -> F's next state
+    f_, arc_ = np.nonzero(to > 0)
+    cand = np.unique(to[f_, arc_].astype(np.int64) * n + dst[arc_])  # the pairs (g > 0, q) some arc enters
+    cg, cq = cand // n, cand % n
+    deg = degree[cq]
+    arcs = np.repeat(first[cq], deg) + _ranks(deg)
+    owner = np.repeat(np.arange(len(cand)), deg)
+    differs = np.bincount(owner, delta[cg[owner], lab[arcs]] != delta[0, lab[arcs]], len(cand)) > 0
     pair = np.full((k, n), -1, np.int64)  # (F state, S state) -> state of the product
     pair[0] = np.arange(n)
-    count = n
-    for g in range(1, k):
-        q = np.unique(np.concatenate(entered[g])) if entered[g] else np.zeros(0, np.int64)
-        arcs = np.repeat(first[q], degree[q]) + _ranks(degree[q])
-        owner = np.repeat(np.arange(len(q)), degree[q])
-        differs = np.bincount(owner, delta[g, lab[arcs]] != delta[0, lab[arcs]], len(q)) > 0
-        own = q[differs]
-        pair[g, q] = q  # merged into (q, start): the same arcs to the same states
-        pair[g, own] = count + np.arange(len(own))
-        qs.append(own)
-        fs.append(np.full(len(own), g, np.int64))
-        count += len(own)
-    pq, pf = np.concatenate(qs), np.concatenate(fs)
+    pair[cg, cq] = cq  # merged into (q, start): the same arcs to the same states
+    own_g, own_q = cg[differs], cq[differs]
+    pair[own_g, own_q] = n + np.arange(len(own_q))
+    count = n + len(own_q)
+    pq, pf = np.r_[np.arange(n, dtype=np.int64), own_q], np.r_[np.zeros(n, np.int64), own_g]
     deg = degree[pq]
     arc = np.repeat(first[pq], deg) + _ranks(deg)
     owner = np.repeat(np.arange(count), deg)
