@@ -71,11 +71,9 @@ class _Table(Steps):
         nrows = len(loff) - 1
         words = (vocab_size + 31) // 32
         self._views: list[np.ndarray] | None = None  # row -> its packed words (read-only views)
-        self.words: np.ndarray | None = None  # (rows, words) int32: all of them, where made at load
         self._lazy: dict[int, np.ndarray] = {}
         if nrows * words * 4 <= BITMASK_BUDGET:
-            self.words = self._packed(labels, loff)
-            self._views = list(self.words)
+            self._views = list(self._packed(labels, loff))
         self._rows = _readable(row)
         self._loffs, self._noffs = _readable(loff), _readable(noff)
         self._finals = _readable(np.asarray(final, bool))

@@ -213,11 +213,6 @@ class CountedDecoder(Steps):
         out.setflags(write=False)
         return out
 
-    def _kept(self, s: int, budget: int) -> np.ndarray:
-        """S's tokens at s whose next state has a final state within ``budget`` tokens."""
-        labels, nexts = self.base.arcs(s)
-        return labels[self.fewest[nexts] <= budget]
-
     def initial(self) -> int:
         return self.base.initial()
 

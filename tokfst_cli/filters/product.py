@@ -1,16 +1,18 @@
 """S ∩ F over arc arrays for a token filter F with few states (seed 001 Sec. 4.5's ``fuse_spaces``).
 
 OpenFst's ``intersect`` then ``minimize`` then a second read of the arcs for the decoder cost
-three passes over S's arcs; S ∩ F is made here in one numpy pass per state of F instead, and
-its minimality is decided without minimizing, for an agnostic S (every tokenization of each
-text) and an F that *keeps texts* (from F's start state every text has an allowed spelling:
-``fuse_spaces`` fuses [ ][t] into [ t]):
+three passes over S's arcs; S ∩ F is made here with numpy from S's arc arrays instead, for an
+F of at most :data:`MAX_STATES` states or whose states reached on S's labels are that few
+(:func:`table` with ``used``: ``no_byte_tokens`` on Llama-2's S_M), and its minimality is
+decided without minimizing, for an agnostic S (every tokenization of each text) and an F that
+*keeps texts* (from F's start state every text has an allowed spelling: ``fuse_spaces`` fuses
+[ ][t] into [ t], ``no_byte_tokens`` spells characters with their literal tokens):
 
 * The pairs (q, f) that can be entered are S's states with F's start, and (q', F(f, l)) for
   every arc q -l-> q' of S and state f of F. A pair (q, f) whose arcs all lead where (q, start)'s
   lead (same F state after each of q's labels) is the same state as (q, start) and merged into
   it. Then the product is trimmed (``tokens.trimmed_arrays``).
-* Minimal unless proven otherwise: the states (q, start) have the text languages of S's states
+* Minimal where proven: the states (q, start) have the text languages of S's states
   q, which are distinct in a minimal agnostic S, so no two of them are equivalent. Equivalent
   states of a trim DFA have the same finality and the same labels out; so if no state (q, f),
   f not the start, shares both with another state (compared by a 64-bit hash of the label set:
