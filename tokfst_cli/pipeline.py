@@ -40,7 +40,6 @@ from typing import Any, Callable
 
 import pynini
 
-from . import lexicon as lexicon_mod
 from .errors import InputError, LimitError
 from .filters import NONE as NO_FILTERS, Filters
 from .progress import stage
@@ -166,8 +165,7 @@ def promote(model: TokenizerModel, automaton: ByteAutomaton, limits: Limits = Li
 
 def _promote(model: TokenizerModel, automaton: ByteAutomaton, limits: Limits, lexicon: pynini.Fst | None,
              cache: bool, marked: bool, terminals: bool = False):
-    lex = lexicon if lexicon is not None else lexicon_mod.lexicon(model, cache=cache, marked=marked)
-    return promote_agnostic(model, automaton, lex, max_states=limits.max_states, marked=marked,
+    return promote_agnostic(model, automaton, lexicon, max_states=limits.max_states, marked=marked,
                             terminals=terminals, cache=cache)
 
 
@@ -358,8 +356,7 @@ def build(model: TokenizerModel, pattern: str, *, canonical: bool = False, metho
     check_options(model, canonical, filters, prompt, terminals)
     maxmatch = canonical and model.family == "wordpiece"  # needs no lexicon transducer T
     marked = canonical and model.family == "bpe" and level == "pipeline"
-    lex = None if maxmatch else (lexicon if lexicon is not None and not marked
-                                 else lexicon_mod.lexicon(model, cache=cache, marked=marked))
+    lex = lexicon if not maxmatch and not marked else None  # None: T is read from the cache if promotion needs it
     start = time.perf_counter()
     result = Result(model, pattern, limits=limits, canonical=canonical)
     with stage("A: the regex's byte automaton"):

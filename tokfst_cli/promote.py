@@ -6,6 +6,10 @@ run. When every single byte is a token (byte-level BPE, byte fallback), the resu
 already minimal: distinct states of the minimal A have distinct byte languages, and spelling
 any distinguishing string byte by byte tells their token languages apart. Minimization is
 then skipped; otherwise OpenFst minimizes.
+
+For a byte DFA A (no terminal labels) nothing is composed: ``trie.token_arcs`` runs A over
+the token trie and gives the token states and arcs directly. OpenFst's composition, with the
+numpy epsilon removal below, remains for terminal labels and for an A the walk does not take.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from .progress import report
 from .regex import ByteAutomaton
 from .terminals import placeholder_kinds, with_names
 from .tokenizer import TokenizerModel
+from .symbols import token_table
+from .trie import token_arcs
 
 
 @dataclass
@@ -110,7 +116,7 @@ def chain_bound(model: TokenizerModel, max_states: int):
 def promote(
     model: TokenizerModel,
     automaton: ByteAutomaton,
-    lexicon: pynini.Fst,
+    lexicon: pynini.Fst | None = None,
     max_states: int = 1_000_000,
     force_minimize: bool = False,
     marked: bool = False,
@@ -119,14 +125,19 @@ def promote(
 ) -> Promoted:
     """The minimal acceptor of token sequences whose concatenated surfaces are in L(A).
 
+    ``lexicon``: T (``lexicon.lexicon``), read from the cache when None and needed (a byte DFA
+    is walked over the token trie instead: ``trie``).
     ``marked``: A is pre-tokenized text (bytes and ``symbols.MARKER``) and ``lexicon`` is T_M
     over model texts (``lexicon.build(marked=True)``); the result also carries the boundary.
     ``terminals``: wildcard loops become terminal labels (``terminals.py``, seed 004 Sec. 2.5.1);
     the token-level groups of A (``(?P<TEXT_TOKEN>)``) are terminal labels then, else their
     tokens' arcs."""
+    from . import lexicon as lexicon_mod
+
     a = automaton.fst
     labels = []
     if not marked and (terminals or placeholder_kinds(a)):
+        lexicon = lexicon if lexicon is not None else lexicon_mod.lexicon(model, cache=cache)
         a, lexicon, labels = _with_terminals(model, a, lexicon, terminals, cache)
     a = a.copy().arcsort("olabel")
     force_minimize = force_minimize or marked  # terminal labels regroup tokens: minimality carries over
@@ -134,13 +145,18 @@ def promote(
         at_least = composition_at_least(model, a)
         if at_least is not None and at_least > max_states:
             raise LimitError("A o T", "max_states", max_states, at_least, remedy="simplify", at_least=True)
-    c = pynini.compose(a, lexicon, connect=True)
-    report(c.num_states())
-    if c.num_states() > max_states:
-        raise LimitError("A o T", "max_states", max_states, c.num_states(), remedy="simplify")
-    projected = c.project("output").set_input_symbols(None).set_output_symbols(None)
-    arrays = trie_epsilon_arrays(projected)
-    c = projected.rmepsilon() if arrays is None else fst_from(arrays)
+    arrays = None if labels else _walked(model, a, max_states, marked, lexicon, cache)
+    if arrays is not None:
+        c = fst_from(arrays) if len(arrays.final) else pynini.Fst()
+    else:
+        lexicon = lexicon if lexicon is not None else lexicon_mod.lexicon(model, cache=cache, marked=marked)
+        c = pynini.compose(a, lexicon, connect=True)
+        report(c.num_states())
+        if c.num_states() > max_states:
+            raise LimitError("A o T", "max_states", max_states, c.num_states(), remedy="simplify")
+        projected = c.project("output").set_input_symbols(None).set_output_symbols(None)
+        arrays = trie_epsilon_arrays(projected)
+        c = projected.rmepsilon() if arrays is None else fst_from(arrays)
     minimize = force_minimize or not covers_all_bytes(model)
     if minimize:
         c.minimize()
@@ -151,13 +167,20 @@ def promote(
             "the vocabulary cannot write this language (e.g. upper case for an uncased model)")
     if c.num_states() > max_states:
         raise LimitError("the promoted automaton", "max_states", max_states, c.num_states())
-    table = lexicon.output_symbols()
+    table = lexicon.output_symbols() if lexicon is not None else token_table(model)
     if labels:
         table = with_names(table.copy(), model.vocab_size, labels)
     c.set_input_symbols(table)
     c.set_output_symbols(table)
     arcs = count_arcs(c) if arrays is None else len(arrays.src)
     return Promoted(fst=c, states=c.num_states(), arcs=arcs, minimized=minimize, terminals=labels, arrays=arrays)
+
+
+def _walked(model: TokenizerModel, a: pynini.Fst, max_states: int, marked: bool, lexicon: pynini.Fst | None,
+            cache: bool) -> FstArrays | None:
+    """The token arcs of A o T without composing (``trie.token_arcs``), None where A is no byte DFA."""
+    trim = pynini.ACCESSIBLE | pynini.COACCESSIBLE
+    return token_arcs(model, fst_arrays(a), max_states, marked, a.properties(trim, True) == trim, lexicon, cache)
 
 
 def remove_trie_epsilons(c: pynini.Fst, block: int = 1 << 14) -> pynini.Fst:

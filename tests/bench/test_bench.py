@@ -390,7 +390,8 @@ def test_promote_warm_cold_sizes_and_breakdown(runs):
         assert r["cold"]["status"] == "ok" and len(r["cold"]["runs_s"]) == 3
         assert r["cold_empty"]["status"] == "ok" and isinstance(r["cold_ok"], bool)
     assert [r["regex"] for r in steps["rows"]] == ["date", "cities"]
-    assert all(r["compose_states"] > 0 for r in steps["rows"])
+    assert all(r["walk"]["status"] == "ok" and r["walk"]["median_s"] > 0 for r in steps["rows"])
+    assert all(lex_row["trie"]["status"] == "ok" for lex_row in lex["rows"])
     assert len(cold["rows"]) == 1 and cold["rows"][0]["regex"] in ("date", "cities")
     names = [c["name"] for c in doc["checks"]]
     assert len(names) == 6 and all(c["passed"] is True for c in doc["checks"])

@@ -15,7 +15,8 @@ machine: <= 0.1 s per regex warm, <= 2 s for a cold run. Per tokenizer and regex
              the lexicon cache warm (--cold-repeat runs), and one run with an empty cache
     sizes    states and arcs of the result; masks, states in shared masks (coalescence) and
              single-token states from ``build_index``
-    steps    the steps of ``promote.promote`` replayed one by one (same calls, same order)
+    steps    the steps of ``promote.promote`` replayed one by one (same calls, same order): A's
+             arcs, the walk over the token trie (``trie``), the Fst from the walked arrays
     phases   per tokenizer, for its slowest cold regex: the real CLI in a fresh interpreter with
              timers around the library calls it makes (imports, dispatch, tokenizer load, T
              cache read, regex, promotion, write, interpreter start and exit), next to
@@ -41,7 +42,7 @@ from .common import Results, Table
 
 WARM_TARGET_S = 0.1
 COLD_TARGET_S = 2.0
-STEPS = ("copy_arcsort", "compose", "project", "rmepsilon", "covers_all_bytes", "minimize", "symbol_tables",
+STEPS = ("copy_arcsort", "a_arrays", "walk", "fst_from", "covers_all_bytes", "minimize", "symbol_tables",
          "count_arcs")
 PHASES = ("imports", "cli_dispatch", "tokenizer_load", "lexicon_read", "compile_regex", "promote", "write_fst",
           "cli_other", "startup_and_exit", "wall")
@@ -103,33 +104,38 @@ def peer(automaton_fst: pynini.Fst, lex: pynini.Fst) -> pynini.Fst:
 
 
 def promote_steps(model, automaton, lex) -> tuple[dict[str, float], tuple[int, int]]:
-    """The steps of ``promote.promote`` timed one by one (same calls, same order)."""
+    """The steps of ``promote.promote`` for a byte DFA timed one by one (same calls, same order):
+    A's arcs read, the walk over the token trie (``trie.token_arcs``), the Fst built from its arrays."""
+    from ..artifacts import fst_arrays, fst_from
     from ..promote import count_arcs, covers_all_bytes
+    from ..symbols import token_table
+    from ..trie import token_arcs
 
     st: dict[str, float] = {}
     t = time.perf_counter
+    trim = pynini.ACCESSIBLE | pynini.COACCESSIBLE
 
     t0 = t(); a = automaton.fst.copy().arcsort("olabel"); st["copy_arcsort"] = t() - t0  # noqa: E702
-    t0 = t(); c = pynini.compose(a, lex, connect=True); st["compose"] = t() - t0  # noqa: E702
-    st["compose_states"] = c.num_states()
-    t0 = t(); c.project("output"); st["project"] = t() - t0  # noqa: E702
-    t0 = t(); c.rmepsilon(); st["rmepsilon"] = t() - t0  # noqa: E702
+    t0 = t(); arrays = fst_arrays(a); whole = a.properties(trim, True) == trim; st["a_arrays"] = t() - t0  # noqa: E702
+    t0 = t(); arrays = token_arcs(model, arrays, 1_000_000, trim=whole); st["walk"] = t() - t0  # noqa: E702
+    t0 = t(); c = fst_from(arrays); st["fst_from"] = t() - t0  # noqa: E702
     t0 = t(); minimize = not covers_all_bytes(model); st["covers_all_bytes"] = t() - t0  # noqa: E702
     t0 = t()
     if minimize:
         c.minimize()
     st["minimize"] = t() - t0
     t0 = t()
-    c.set_input_symbols(lex.output_symbols())
-    c.set_output_symbols(lex.output_symbols())
+    table = token_table(model)
+    c.set_input_symbols(table)
+    c.set_output_symbols(table)
     st["symbol_tables"] = t() - t0
-    t0 = t(); arcs = count_arcs(c); st["count_arcs"] = t() - t0  # noqa: E702
+    t0 = t(); arcs = count_arcs(c) if minimize else len(arrays.src); st["count_arcs"] = t() - t0  # noqa: E702
     return st, (c.num_states(), arcs)
 
 
 def lexicon_row(name: str, path: str) -> tuple[dict, object, pynini.Fst]:
     """Tokenizer load and T build / build+store / cache read, one run each (private cache)."""
-    from .. import lexicon
+    from .. import lexicon, trie
     from .. import tokenizer as tokmod
     from ..promote import count_arcs, covers_all_bytes
 
@@ -137,9 +143,10 @@ def lexicon_row(name: str, path: str) -> tuple[dict, object, pynini.Fst]:
     build_s, _ = common.timed(lambda: lexicon.build(model))
     store_s, _ = common.timed(lambda: lexicon.lexicon(model))  # empty private cache: build + store
     read_s, lex = common.timed(lambda: lexicon.lexicon(model))  # from the cache, as the CLI does
+    trie_s, _ = common.timed(lambda: trie.trie_for(model))  # once per process: what promotion walks
     row = {"tokenizer": name, "vocab": model.vocab_size, "lexicon_states": lex.num_states(),
            "lexicon_arcs": count_arcs(lex), "load": common.ok([load_s]), "lexicon_build": common.ok([build_s]),
-           "lexicon_store": common.ok([store_s]), "lexicon_read": common.ok([read_s]),
+           "lexicon_store": common.ok([store_s]), "lexicon_read": common.ok([read_s]), "trie": common.ok([trie_s]),
            "fingerprint": model.fingerprint, "family": model.family, "style": model.style,
            "covers_all_bytes": covers_all_bytes(model)}
     return row, model, lex
@@ -188,8 +195,7 @@ def warm_rows(name: str, rname: str, pattern: str, model, lex, repeat: int, res:
            "ratio_warm_peer": statistics.median(warm) / statistics.median(peer_runs),
            "warm_ok": statistics.median(warm) <= WARM_TARGET_S}
     step_row = {"tokenizer": name, "regex": rname, "compile": row["compile"], "parse": common.ok(parse_runs),
-                **{k: common.ok([st[k] for st, _ in steps]) for k in STEPS},
-                "compose_states": int(steps[0][0]["compose_states"]), "promote": row["promote"]}
+                **{k: common.ok([st[k] for st, _ in steps]) for k in STEPS}, "promote": row["promote"]}
     return row, step_row, fst
 
 
@@ -240,7 +246,8 @@ def tables(repeat: int, cold_repeat: int, regexes: dict[str, str]) -> tuple[Tabl
         "promote_lexicon", "promote: tokenizers and the lexicon transducer T (one run each)", repeat,
         [("tokenizer", "tokenizer", "text"), ("vocab", "vocab", "int"), ("lexicon_states", "T states", "int"),
          ("lexicon_arcs", "T arcs", "int"), ("load", "load", "once"), ("lexicon_build", "T build", "once"),
-         ("lexicon_store", "T build+store", "once"), ("lexicon_read", "T cache read", "once")])
+         ("lexicon_store", "T build+store", "once"), ("lexicon_read", "T cache read", "once"),
+         ("trie", "token trie", "once")])
     main = Table(
         "promote", "promote: regex to token automaton, warm and cold", repeat,
         [("tokenizer", "tokenizer", "text"), ("regex", "regex", "text"), ("states", "states", "int"),
@@ -255,8 +262,8 @@ def tables(repeat: int, cold_repeat: int, regexes: dict[str, str]) -> tuple[Tabl
         "promote_steps", "promote: warm time by step", repeat,
         [("tokenizer", "tokenizer", "text"), ("regex", "regex", "text"), ("compile", "accept (regex)", "time"),
          ("parse", "(interegular parse)", "time"), ("copy_arcsort", "copy+arcsort", "time"),
-         ("compose", "compose", "time"), ("compose_states", "A∘T states", "int"), ("project", "project", "time"),
-         ("rmepsilon", "rmepsilon", "time"), ("covers_all_bytes", "all-bytes check", "time"),
+         ("a_arrays", "A's arcs", "time"), ("walk", "trie walk", "time"), ("fst_from", "Fst from arrays", "time"),
+         ("covers_all_bytes", "all-bytes check", "time"),
          ("minimize", "minimize", "time"), ("symbol_tables", "symbol tables", "time"),
          ("count_arcs", "count_arcs", "time"), ("promote", "promote", "time")])
     cold = Table(
@@ -268,7 +275,9 @@ def tables(repeat: int, cold_repeat: int, regexes: dict[str, str]) -> tuple[Tabl
          ("promote", "promote", "time"), ("write_fst", "write", "time"), ("cli_other", "CLI other", "time"),
          ("startup_and_exit", "startup+exit", "time"), ("wall", "total", "time")])
     lex.notes.append("load: tokenizer.load; T build: lexicon.build; T build+store: lexicon.lexicon with an empty "
-                     "(private) cache; T cache read: lexicon.lexicon from that cache, as the CLI reads it.")
+                     "(private) cache; T cache read: lexicon.lexicon from that cache (the peer's T, and "
+                     "promotion's where it composes: terminal labels); token trie: trie.trie_for, built once "
+                     "per process, what promotion walks.")
     main.notes += [
         "states/arcs: the promoted token acceptor; masks: distinct allowed-token sets in the index; shared: "
         "states whose mask is shared with another state (coalescence); 1-tok: states with exactly one allowed "
@@ -280,8 +289,9 @@ def tables(repeat: int, cold_repeat: int, regexes: dict[str, str]) -> tuple[Tabl
         f"{cold_repeat} runs with the lexicon cache warm, and one run with an empty cache. Targets: warm ≤ "
         f"{WARM_TARGET_S * 1000:.0f} ms, cold ≤ {COLD_TARGET_S:.0f} s (reference: a 2-core machine).",
     ]
-    steps.notes.append("The steps of promote.promote replayed one by one with the same calls; promote is the "
-                       "median of the real function; the regex compilation is separate (its interegular parse "
+    steps.notes.append("The steps of promote.promote replayed one by one with the same calls (A's arcs read in "
+                       "bulk, the walk of A over the token trie, the Fst built from the walked arrays); promote is "
+                       "the median of the real function; the regex compilation is separate (its interegular parse "
                        "next to it).")
     cold.notes.append(
         "The real `tokfst promote TOKENIZER -e REGEX OUT.fst` (per tokenizer, its slowest cold regex) in a fresh "
