@@ -4,6 +4,7 @@
 - on GPT-2, Llama-2 and BERT (which lacks bytes, so the walk goes in rounds and trims), for
   random regexes and the bench's: the walked token automaton is isomorphic to
   connect(rmepsilon(PROJ(A o T))); over pre-tokenized text (T_M, the boundary label) too;
+- A'' over T'' (terminal labels) too;
 - the ``A o T`` limit counts the accessible states of the composition exactly.
 """
 
@@ -19,8 +20,8 @@ from tokfst_cli import lexicon, trie
 from tokfst_cli.artifacts import fst_arrays, fst_from
 from tokfst_cli.errors import LimitError
 from tokfst_cli.pretok import image
-from tokfst_cli.promote import covers_all_bytes, promote
-from tokfst_cli.regex import compile_regex
+from tokfst_cli.promote import _with_terminals, covers_all_bytes, promote
+from tokfst_cli.regex import ByteAutomaton, compile_regex
 
 from .helpers import SIX_REGEXES, isomorphic
 from .test_promote import _patterns
@@ -44,9 +45,9 @@ def test_trie_spells_every_token(tokenizer, tok):
         for j, b in enumerate(surface):
             arcs = np.arange(t.lo[node], t.hi[node])
             if j == len(surface) - 1:
-                assert tid in t.token[arcs[t.byte[arcs] == b]].tolist()
+                assert tid in t.token[arcs[t.labels[t.column[arcs]] == b + 1]].tolist()
             else:
-                (inner,) = arcs[(t.byte[arcs] == b) & (t.token[arcs] < 0)]
+                (inner,) = arcs[(t.labels[t.column[arcs]] == b + 1) & (t.token[arcs] < 0)]
                 node = int(t.next[inner])
     assert t.all_bytes == covers_all_bytes(model)
 
@@ -95,6 +96,21 @@ def test_walk_over_pretokenized_text_is_the_composition(tokenizer, tok, pattern)
     assert isomorphic(ours.arcsort(), theirs.arcsort()), pattern
 
 
+@pytest.mark.parametrize("tok", ["gpt2", "llama2"])
+@given(pattern=_patterns(), loops=st.booleans())
+@settings(max_examples=20, deadline=None)
+@example(pattern='"[^"]*"', loops=True)
+@example(pattern='(?:"[^"]*"|[0-9])*', loops=True)
+def test_walk_with_terminal_labels_is_the_composition(tokenizer, tok, pattern, loops):
+    """A'' over T'' (terminal labels, seed 004 Sec. 2.5.1): T made for this A, not kept."""
+    model = tokenizer(tok)
+    a, t, _ = _with_terminals(model, compile_regex(pattern).fst, tokenizer.lexicon(tok), loops, True)
+    arrays = trie.token_arcs(model, fst_arrays(a), 1_000_000, lexicon=t, keep=False)
+    assert arrays is not None
+    ours = fst_from(arrays) if len(arrays.final) else pynini.Fst()
+    assert isomorphic(ours.arcsort(), _composed(a, t).arcsort()), pattern
+
+
 @pytest.mark.parametrize("tok", ["gpt2", "bert"])
 @given(pattern=_patterns())
 @settings(max_examples=20, deadline=None)
@@ -107,6 +123,21 @@ def test_limit_counts_the_accessible_composition(tokenizer, tok, pattern):
     with pytest.raises(LimitError) as e:
         _walked(model, a, max_states=size - 1)
     assert e.value.stage == "A o T" and e.value.bound == size - 1
+
+
+def test_a_given_t_is_the_one_walked(tokenizer):
+    """A caller's T (here T with a word boundary arc, as ``bench paragraph`` builds its lattices)
+    is walked, not the tokenizer's T kept from an earlier promotion."""
+    model, lex = tokenizer("gpt2"), tokenizer.lexicon("gpt2")
+    boundary = model.vocab_size + 7
+    t = lex.copy()
+    t.add_arc(t.start(), pynini.Arc(boundary, boundary, pynini.Weight.one(t.weight_type()), t.start()))
+    a = pynini.accep("ab") + pynini.accep(f"[{boundary}]") + pynini.accep("cd")
+    a = a.optimize()
+    promote(model, compile_regex("ab"), lex)  # the tokenizer's T, kept
+    got = promote(model, ByteAutomaton(a, "ab|cd"), t)
+    assert isomorphic(got.fst.copy().arcsort(), _composed(a, t).arcsort())
+    assert boundary in {arc.ilabel for s in got.fst.states() for arc in got.fst.arcs(s)}
 
 
 def test_promote_walks_and_stays_minimal(tokenizer):

@@ -7,9 +7,10 @@ already minimal: distinct states of the minimal A have distinct byte languages, 
 any distinguishing string byte by byte tells their token languages apart. Minimization is
 then skipped; otherwise OpenFst minimizes.
 
-For a byte DFA A (no terminal labels) nothing is composed: ``trie.token_arcs`` runs A over
-the token trie and gives the token states and arcs directly. OpenFst's composition, with the
-numpy epsilon removal below, remains for terminal labels and for an A the walk does not take.
+For a deterministic A nothing is composed: ``trie.token_arcs`` walks A over T's trie (T, T_M,
+or T'' with terminal labels) and gives the token states and arcs directly. OpenFst's
+composition, with the numpy epsilon removal below, remains for an A or T the walk does not
+take (a nondeterministic or weighted A, a table past ``trie.MAX_CELLS``).
 """
 
 from __future__ import annotations
@@ -136,16 +137,18 @@ def promote(
 
     a = automaton.fst
     labels = []
+    plain = True  # T is the tokenizer's own (kept per model by the walk), not one made for this A
     if not marked and (terminals or placeholder_kinds(a)):
         lexicon = lexicon if lexicon is not None else lexicon_mod.lexicon(model, cache=cache)
         a, lexicon, labels = _with_terminals(model, a, lexicon, terminals, cache)
+        plain = False
     a = a.copy().arcsort("olabel")
     force_minimize = force_minimize or marked  # terminal labels regroup tokens: minimality carries over
     if 257 * a.num_states() > max_states and not marked and not labels:  # else the bound below cannot pass max_states
         at_least = composition_at_least(model, a)
         if at_least is not None and at_least > max_states:
             raise LimitError("A o T", "max_states", max_states, at_least, remedy="simplify", at_least=True)
-    arrays = None if labels else _walked(model, a, max_states, marked, lexicon, cache)
+    arrays = _walked(model, a, max_states, marked, lexicon, cache, plain)
     if arrays is not None:
         c = fst_from(arrays) if len(arrays.final) else pynini.Fst()
     else:
@@ -177,10 +180,12 @@ def promote(
 
 
 def _walked(model: TokenizerModel, a: pynini.Fst, max_states: int, marked: bool, lexicon: pynini.Fst | None,
-            cache: bool) -> FstArrays | None:
-    """The token arcs of A o T without composing (``trie.token_arcs``), None where A is no byte DFA."""
+            cache: bool, plain: bool) -> FstArrays | None:
+    """The token arcs of A o T without composing (``trie.token_arcs``; ``plain``: T is the
+    tokenizer's T or T_M, else one made for this A), None where A or T has another shape."""
     trim = pynini.ACCESSIBLE | pynini.COACCESSIBLE
-    return token_arcs(model, fst_arrays(a), max_states, marked, a.properties(trim, True) == trim, lexicon, cache)
+    return token_arcs(model, fst_arrays(a), max_states, marked, a.properties(trim, True) == trim, lexicon, cache,
+                      keep=plain)
 
 
 def remove_trie_epsilons(c: pynini.Fst, block: int = 1 << 14) -> pynini.Fst:

@@ -19,6 +19,7 @@ token states and arcs of OpenFst's compose + rmepsilon (checked isomorphic in th
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,8 +37,9 @@ class TokenTrie:
     root: int
     lo: np.ndarray  # int64 per state of T
     hi: np.ndarray
-    byte: np.ndarray  # int64 per arc: the byte read (MARKER's arc of T_M: 256)
-    token: np.ndarray  # int64 per arc: the token emitted (its last byte), -1 on an inner arc
+    labels: np.ndarray  # int64: T's input labels, sorted (bytes + 1, MARKER, signatures, terminals)
+    column: np.ndarray  # int64 per arc: the index of its input label in ``labels``
+    token: np.ndarray  # int64 per arc: its output label - 1 (the token emitted), -1 on an inner arc
     next: np.ndarray  # int64 per arc: the next state of T
     all_bytes: bool  # every single byte is some token's text (then every state of a trim A is a token state)
 
@@ -46,54 +48,71 @@ class TokenTrie:
         return len(self.lo)
 
 
-def from_lexicon(lexicon: pynini.Fst) -> TokenTrie:
-    """The arcs of T (or T_M) as :class:`TokenTrie` (``lexicon.build``: labels byte + 1, token + 1)."""
+def from_lexicon(lexicon: pynini.Fst) -> TokenTrie | None:
+    """The arcs of T as :class:`TokenTrie`. T (``lexicon.build``: plain, T_M, or T'' with its
+    terminal arcs) is a trie closed under concatenation: every arc either reads into a deeper
+    state emitting nothing, or emits and returns to the root, the one final state. None for
+    any other shape."""
     t = fst_arrays(lexicon)
+    root = t.start
+    inner = t.olabel == 0
+    if (t.weighted or (t.ilabel == 0).any() or (t.nextstate[~inner] != root).any()
+            or (t.nextstate[inner] == root).any() or not t.final[root] or t.final.sum() != 1):
+        return None
     count = np.bincount(t.src, minlength=len(t.final))
     hi = np.cumsum(count)
-    byte = np.where(t.ilabel == MARKER, 256, t.ilabel.astype(np.int64) - 1)
+    labels, column = np.unique(t.ilabel.astype(np.int64), return_inverse=True)
     token = t.olabel.astype(np.int64) - 1
-    root = t.start
-    ends = byte[(t.src == root) & (token >= 0)]
-    return TokenTrie(root, hi - count, hi, byte, token, t.nextstate.astype(np.int64),
-                     len(np.unique(ends[ends < 256])) == 256)
+    ends = t.ilabel[(t.src == root) & ~inner]
+    return TokenTrie(root, hi - count, hi, labels, column.ravel(), token, t.nextstate.astype(np.int64),
+                     len(np.unique(ends[ends <= 256])) == 256)
 
 
-def trie_for(model, marked: bool = False, lexicon: pynini.Fst | None = None, cache: bool = True) -> TokenTrie:
-    """The :class:`TokenTrie` of T (``marked``: T_M), made once per model from ``lexicon`` (read
-    from the cache when None)."""
+_GIVEN: OrderedDict[int, tuple[pynini.Fst, TokenTrie | None]] = OrderedDict()  # id(T) -> (T, its trie), a few
+GIVEN_MAX = 4
+
+
+def trie_for(model, marked: bool = False, lexicon: pynini.Fst | None = None, cache: bool = True) -> TokenTrie | None:
+    """The :class:`TokenTrie` of T. With ``lexicon`` None, the tokenizer's T (``marked``: T_M),
+    read from the cache and made once per model; else of ``lexicon`` itself (a caller's T may
+    be another: T with a boundary arc, a test's), kept for the last few T objects given."""
+    if lexicon is not None:
+        got = _GIVEN.get(id(lexicon))
+        if got is None or got[0] is not lexicon:
+            got = _GIVEN[id(lexicon)] = (lexicon, from_lexicon(lexicon))  # holding T keeps its id unique
+            while len(_GIVEN) > GIVEN_MAX:
+                _GIVEN.popitem(last=False)
+        _GIVEN.move_to_end(id(lexicon))
+        return got[1]
     key = "_token_trie_marked" if marked else "_token_trie"
     got = model.__dict__.get(key)
     if got is None:
-        if lexicon is None:
-            from .lexicon import lexicon as read
+        from .lexicon import lexicon as read
 
-            lexicon = read(model, cache=cache, marked=marked)
-        got = model.__dict__[key] = from_lexicon(lexicon)
+        got = model.__dict__[key] = from_lexicon(read(model, cache=cache, marked=marked))
     return got
 
 
 SCRATCH = 1 << 20  # pairs (state of T, state of A) past which the walk counts distinct ones by sorting
-MAX_TABLE = 1 << 16  # A's states past which its byte table (1 KiB a state) is not built: OpenFst composes
-COLUMNS = 257  # bytes 0-255 and MARKER, the pre-token boundary (stage P's output; T_M reads it at the root)
+MAX_CELLS = 1 << 24  # A's states x T's labels past which A's table (4 bytes a cell) is not built: OpenFst composes
 
 
-def byte_dfa(a: FstArrays) -> np.ndarray | None:
-    """A's transitions as an int32 table (states + 1) x COLUMNS, the extra row a dead state;
-    None if A is not a deterministic acceptor over bytes and :data:`MARKER` (labels 1-257),
-    is weighted, or has more than MAX_TABLE states."""
-    n = len(a.final)
-    if a.weighted or n > MAX_TABLE or (a.ilabel != a.olabel).any():
+def label_dfa(a: FstArrays, trie: TokenTrie) -> np.ndarray | None:
+    """A's transitions on T's labels as an int32 table (states + 1) x labels, the extra row a
+    dead state (A's other labels lead nowhere: T never reads them); None if A is not a
+    deterministic unweighted epsilon-free acceptor or its table passes MAX_CELLS."""
+    n, width = len(a.final), len(trie.labels)
+    if a.weighted or (n + 1) * width > MAX_CELLS or (a.ilabel != a.olabel).any() or (a.ilabel == 0).any():
         return None
     lab = a.ilabel.astype(np.int64)
-    if len(lab) and (lab.min() < 1 or lab.max() > MARKER):
-        return None
-    key = a.src.astype(np.int64) * COLUMNS + (lab - 1)
+    col = np.clip(np.searchsorted(trie.labels, lab), 0, max(width - 1, 0))
+    read = trie.labels[col] == lab if width else np.zeros(len(lab), bool)
+    key = a.src[read].astype(np.int64) * width + col[read]
     if (np.diff(np.sort(key)) == 0).any():  # two arcs on one label: not deterministic
         return None
-    delta = np.full((n + 1) * COLUMNS, n, np.int32)
-    delta[key] = a.nextstate
-    return delta.reshape(n + 1, COLUMNS)
+    delta = np.full((n + 1) * width, n, np.int32)
+    delta[key] = a.nextstate[read]
+    return delta.reshape(n + 1, width)
 
 
 class _Recount(Exception):
@@ -103,7 +122,7 @@ class _Recount(Exception):
 def walk(trie: TokenTrie, delta: np.ndarray, origins: np.ndarray, max_states: int,
          used: int = 0, exact: bool = False) -> tuple[list, list, list, int]:
     """Arcs (origin, token id, target) of every token A reads from each state of ``origins``
-    (``delta``: :func:`byte_dfa`), as lists of arrays, and the number of pairs (inner state of
+    (``delta``: :func:`label_dfa`), as lists of arrays, and the number of pairs (inner state of
     T, state of A) entered: the other states of A o T. LimitError once they and ``used`` pass
     ``max_states``, checked after each level (a level's candidates are at most the previous
     level's pairs times T's fan-out).
@@ -122,7 +141,7 @@ def walk(trie: TokenTrie, delta: np.ndarray, origins: np.ndarray, max_states: in
         deg = trie.hi[node] - trie.lo[node]
         arc = np.repeat(trie.lo[node] - np.cumsum(deg) + deg, deg) + np.arange(int(deg.sum()))
         origin, state = np.repeat(origin, deg), np.repeat(state, deg)
-        state = delta[state, trie.byte[arc]]
+        state = delta[state, trie.column[arc]]
         alive = state != dead
         arc, origin, state = arc[alive], origin[alive], state[alive]
         token = trie.token[arc]
@@ -153,68 +172,58 @@ def _distinct(node: np.ndarray, state: np.ndarray, width: int, scratch: np.ndarr
 
 
 def token_arcs(model, a: FstArrays, max_states: int, marked: bool = False, trim: bool = False,
-               lexicon: pynini.Fst | None = None, cache: bool = True) -> FstArrays | None:
-    """rmepsilon(PROJ(A o T)) trimmed, labels token id + 1 (``marked``: T_M, whose boundary
-    label is one past the last token's), arcs grouped by state; None if A is no byte DFA
-    (OpenFst's composition then). States keep A's order. ``lexicon``: T (or T_M), read from
-    the cache when None and no walk of this model has read it yet.
+               lexicon: pynini.Fst | None = None, cache: bool = True, keep: bool = True) -> FstArrays | None:
+    """rmepsilon(PROJ(A o T)) trimmed, labels T's output labels (token id + 1; T_M's boundary,
+    the terminals of T''), arcs grouped by state; None if A or T has another shape (OpenFst's
+    composition then). States keep A's order. ``lexicon``: T (T_M when ``marked``), read from
+    the cache when None (:func:`trie_for`); ``keep`` False: a T made for this A alone (T''),
+    its trie not kept.
 
-    The walks start at A's start and then at each newly reached state, a round per set;
-    ``trim`` (A is accessible and co-accessible) and every byte a token: every state of A is
-    a token state of A o T, so the walk starts from all of them in one round and nothing is
-    trimmed. LimitError past ``max_states`` accessible states of A o T."""
-    delta = byte_dfa(a)
+    One walk starts from every state of A at once; the result keeps the states reached from
+    A's start that reach a final state (``trim``: A is trim and every byte a token, so all
+    do). LimitError past ``max_states`` accessible states of A o T."""
+    trie = trie_for(model, marked, lexicon, cache) if keep else from_lexicon(lexicon)
+    delta = label_dfa(a, trie) if trie is not None else None
     if delta is None:
         return None
-    trie = trie_for(model, marked, lexicon, cache)
-    all_states = trim and trie.all_bytes
+    n = len(a.final)
     try:
-        src, tok, dst, reached = _reached(trie, delta, a, max_states, all_states)
-    except _Recount:  # count distinct pairs: one walk from every token state (a pair may come from several)
-        try:  # each distinct pair is met at most once per origin
-            _, _, _, reached = _reached(trie, delta, a, max_states * len(a.final), all_states)
+        src, tok, dst, _ = walk(trie, delta, np.arange(n), max_states, n)
+    except _Recount:  # from the start only, and pairs counted once (a pair may come from several origins)
+        origins = np.flatnonzero(_reached(trie, delta, a, max_states))
+        src, tok, dst, _ = walk(trie, delta, origins, max_states, len(origins), exact=True)
+    cat = lambda x: np.concatenate(x) if x else np.zeros(0, np.int64)  # noqa: E731
+    src, tok, dst = cat(src), cat(tok), cat(dst)
+    whole = trim and trie.all_bytes
+    reached = np.ones(n, bool) if whole else _closure(n, src, dst, np.array([a.start]))
+    live = reached if whole else _closure(n, dst, src, np.flatnonzero(a.final))
+    return _trimmed(a, src, tok, dst, reached & live)
+
+
+def _reached(trie: TokenTrie, delta: np.ndarray, a: FstArrays, max_states: int) -> np.ndarray:
+    """The token states reached from A's start: walks from the start, then from each newly
+    reached state, a round per set. Each distinct pair of A o T is met at most once per origin,
+    so past ``max_states`` times A's states pairs counted per origin, A o T has more than
+    ``max_states`` states: LimitError."""
+    reached = np.zeros(len(a.final), bool)
+    frontier = np.array([a.start], np.int64)
+    reached[frontier] = True
+    used, bound = 1, max_states * len(a.final)
+    while len(frontier):
+        try:
+            _, _, d, seen = walk(trie, delta, frontier, bound, used)
         except _Recount:
             raise LimitError("A o T", "max_states", max_states, remedy="simplify") from None
-        origins = np.flatnonzero(reached)
-        src, tok, dst, _ = walk(trie, delta, origins, max_states, len(origins), exact=True)
-    return _trimmed(a, src, tok, dst, reached, all_states)
-
-
-def _reached(trie: TokenTrie, delta: np.ndarray, a: FstArrays, max_states: int,
-             all_states: bool) -> tuple[list, list, list, np.ndarray]:
-    """The walks of :func:`token_arcs` from A's start, then from each newly reached state (or
-    from every state at once): their arcs and the token states reached. ``_Recount`` once the
-    pairs per origin pass ``max_states``."""
-    src, tok, dst = [], [], []
-    reached = np.zeros(len(a.final), bool)
-    frontier = np.arange(len(a.final)) if all_states else np.array([a.start], np.int64)
-    reached[frontier] = True
-    used = len(frontier)  # the accessible states of A o T: token states (q, root) and inner ones
-    while len(frontier):  # token states reachable from the start, a round per new set
-        s, t, d, seen = walk(trie, delta, frontier, max_states, used)
         used += seen
-        src += s
-        tok += t
-        dst += d
         targets = np.concatenate(d) if d else np.zeros(0, np.int64)
         frontier = np.unique(targets[~reached[targets]])
         reached[frontier] = True
         used += len(frontier)
-    if used > max_states:
-        raise _Recount
-    return src, tok, dst, reached
+    return reached
 
 
-def _trimmed(a: FstArrays, src: list, tok: list, dst: list, reached: np.ndarray, all_states: bool) -> FstArrays:
-    """The walked arcs between reached, co-reachable states as FstArrays (A's state order kept)."""
-    n = len(a.final)
-    src = np.concatenate(src) if src else np.zeros(0, np.int64)
-    tok = np.concatenate(tok) if tok else np.zeros(0, np.int64)
-    dst = np.concatenate(dst) if dst else np.zeros(0, np.int64)
-    keep = reached[src]
-    src, tok, dst = src[keep], tok[keep], dst[keep]
-    # all_states: A is trim and tokens spell any string, so every state reaches a final one
-    states = reached if all_states else reached & _coreachable(n, src, dst, a.final.astype(bool))
+def _trimmed(a: FstArrays, src: np.ndarray, tok: np.ndarray, dst: np.ndarray, states: np.ndarray) -> FstArrays:
+    """The walked arcs between ``states`` as FstArrays, grouped by state (A's state order kept)."""
     if not states[a.start]:
         return FstArrays(0, np.zeros(0, bool), *(np.zeros(0, np.int32) for _ in range(4)))
     keep = states[src] & states[dst]
@@ -226,19 +235,20 @@ def _trimmed(a: FstArrays, src: list, tok: list, dst: list, reached: np.ndarray,
                      number[dst[order]])
 
 
-def _coreachable(n: int, src: np.ndarray, dst: np.ndarray, final: np.ndarray) -> np.ndarray:
-    """States from which some final state is reachable along the arcs (breadth-first, backward,
-    over the distinct state pairs)."""
-    pairs = np.unique(dst * n + src)
-    back_dst, back_src = np.divmod(pairs, n)  # grouped by the arc's target
-    lo = np.searchsorted(back_dst, np.arange(n), "left")
-    hi = np.searchsorted(back_dst, np.arange(n), "right")
-    live = final.copy()
-    frontier = np.flatnonzero(live)
+def _closure(n: int, src: np.ndarray, dst: np.ndarray, seeds: np.ndarray) -> np.ndarray:
+    """The states reachable from ``seeds`` along the arcs src -> dst (breadth-first over the
+    distinct state pairs); with the arcs reversed, the states that reach the seeds."""
+    pairs = np.unique(src * n + dst)
+    fro, to = np.divmod(pairs, n)  # grouped by fro
+    lo = np.searchsorted(fro, np.arange(n), "left")
+    hi = np.searchsorted(fro, np.arange(n), "right")
+    seen = np.zeros(n, bool)
+    seen[seeds] = True
+    frontier = np.asarray(seeds, np.int64)
     while len(frontier):
         deg = hi[frontier] - lo[frontier]
         at = np.repeat(lo[frontier] - np.cumsum(deg) + deg, deg) + np.arange(int(deg.sum()))
-        prev = np.unique(back_src[at])
-        frontier = prev[~live[prev]]
-        live[frontier] = True
-    return live
+        nxt = np.unique(to[at])
+        frontier = nxt[~seen[nxt]]
+        seen[frontier] = True
+    return seen

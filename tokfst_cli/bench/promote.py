@@ -275,9 +275,8 @@ def tables(repeat: int, cold_repeat: int, regexes: dict[str, str]) -> tuple[Tabl
          ("promote", "promote", "time"), ("write_fst", "write", "time"), ("cli_other", "CLI other", "time"),
          ("startup_and_exit", "startup+exit", "time"), ("wall", "total", "time")])
     lex.notes.append("load: tokenizer.load; T build: lexicon.build; T build+store: lexicon.lexicon with an empty "
-                     "(private) cache; T cache read: lexicon.lexicon from that cache (the peer's T, and "
-                     "promotion's where it composes: terminal labels); token trie: trie.trie_for, built once "
-                     "per process, what promotion walks.")
+                     "(private) cache; T cache read: lexicon.lexicon from that cache, as the CLI reads it; token "
+                     "trie: trie.trie_for, T's arcs read in bulk once per process (what promotion walks).")
     main.notes += [
         "states/arcs: the promoted token acceptor; masks: distinct allowed-token sets in the index; shared: "
         "states whose mask is shared with another state (coalescence); 1-tok: states with exactly one allowed "
