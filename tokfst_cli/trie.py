@@ -94,6 +94,7 @@ def trie_for(model, marked: bool = False, lexicon: pynini.Fst | None = None, cac
 
 
 SCRATCH = 1 << 20  # pairs (state of T, state of A) past which the walk counts distinct ones by sorting
+EXACT_FROM = 64  # A's states past which walks from different states meet often: pairs counted distinct at once
 MAX_CELLS = 1 << 24  # A's states x T's labels past which A's table (4 bytes a cell) is not built: OpenFst composes
 
 
@@ -123,13 +124,12 @@ def walk(trie: TokenTrie, delta: np.ndarray, origins: np.ndarray, max_states: in
          used: int = 0, exact: bool = False) -> tuple[list, list, list, int]:
     """Arcs (origin, token id, target) of every token A reads from each state of ``origins``
     (``delta``: :func:`label_dfa`), as lists of arrays, and the number of pairs (inner state of
-    T, state of A) entered: the other states of A o T. LimitError once they and ``used`` pass
+    T, state of A) entered: the other states of A o T. ``_Recount`` once they and ``used`` pass
     ``max_states``, checked after each level (a level's candidates are at most the previous
     level's pairs times T's fan-out).
 
-    Walks from two origins may meet in one pair. Counting the pairs per origin bounds the
-    distinct ones from above for free, so the distinct ones are counted (``exact``) only when
-    the caller saw that bound pass the limit (``_Recount``)."""
+    Walks from two origins may meet in one pair: ``exact`` counts distinct pairs, else pairs
+    per origin, an upper bound that costs nothing."""
     dead = len(delta) - 1
     width = len(delta)
     src, tok, dst = [], [], []
@@ -153,9 +153,7 @@ def walk(trie: TokenTrie, delta: np.ndarray, origins: np.ndarray, max_states: in
         node, origin, state = trie.next[arc[~last]], origin[~last], state[~last]
         seen += _distinct(node, state, width, scratch) if exact else len(node)
         if seen > max_states:
-            if not exact:
-                raise _Recount
-            raise LimitError("A o T", "max_states", max_states, remedy="simplify")
+            raise _Recount
     return src, tok, dst, seen - used
 
 
@@ -181,17 +179,28 @@ def token_arcs(model, a: FstArrays, max_states: int, marked: bool = False, trim:
 
     One walk starts from every state of A at once; the result keeps the states reached from
     A's start that reach a final state (``trim``: A is trim and every byte a token, so all
-    do). LimitError past ``max_states`` accessible states of A o T."""
+    do). LimitError past ``max_states`` accessible states of A o T: pairs are counted per
+    origin while that stays under the limit (small A), else distinct, and if those from every
+    state pass it, again from the states the start reaches only."""
     trie = trie_for(model, marked, lexicon, cache) if keep else from_lexicon(lexicon)
     delta = label_dfa(a, trie) if trie is not None else None
     if delta is None:
         return None
     n = len(a.final)
+    exact = n > EXACT_FROM
     try:
-        src, tok, dst, _ = walk(trie, delta, np.arange(n), max_states, n)
-    except _Recount:  # from the start only, and pairs counted once (a pair may come from several origins)
+        try:
+            src, tok, dst, _ = walk(trie, delta, np.arange(n), max_states, n, exact)
+        except _Recount:
+            if exact:
+                raise
+            src, tok, dst, _ = walk(trie, delta, np.arange(n), max_states, n, exact=True)
+    except _Recount:  # pairs from every state passed the limit: those from the states the start reaches?
         origins = np.flatnonzero(_reached(trie, delta, a, max_states))
-        src, tok, dst, _ = walk(trie, delta, origins, max_states, len(origins), exact=True)
+        try:
+            src, tok, dst, _ = walk(trie, delta, origins, max_states, len(origins), exact=True)
+        except _Recount:
+            raise LimitError("A o T", "max_states", max_states, remedy="simplify") from None
     cat = lambda x: np.concatenate(x) if x else np.zeros(0, np.int64)  # noqa: E731
     src, tok, dst = cat(src), cat(tok), cat(dst)
     whole = trim and trie.all_bytes
@@ -236,19 +245,22 @@ def _trimmed(a: FstArrays, src: np.ndarray, tok: np.ndarray, dst: np.ndarray, st
 
 
 def _closure(n: int, src: np.ndarray, dst: np.ndarray, seeds: np.ndarray) -> np.ndarray:
-    """The states reachable from ``seeds`` along the arcs src -> dst (breadth-first over the
-    distinct state pairs); with the arcs reversed, the states that reach the seeds."""
+    """The states reachable from ``seeds`` along the arcs src -> dst; with the arcs reversed, the
+    states that reach the seeds. The distinct state pairs are few (tokens share them), so the
+    search itself runs over Python lists: a chain of thousands of states costs no numpy call
+    per step."""
     pairs = np.unique(src * n + dst)
     fro, to = np.divmod(pairs, n)  # grouped by fro
-    lo = np.searchsorted(fro, np.arange(n), "left")
-    hi = np.searchsorted(fro, np.arange(n), "right")
-    seen = np.zeros(n, bool)
-    seen[seeds] = True
-    frontier = np.asarray(seeds, np.int64)
-    while len(frontier):
-        deg = hi[frontier] - lo[frontier]
-        at = np.repeat(lo[frontier] - np.cumsum(deg) + deg, deg) + np.arange(int(deg.sum()))
-        nxt = np.unique(to[at])
-        frontier = nxt[~seen[nxt]]
-        seen[frontier] = True
-    return seen
+    bounds = np.searchsorted(fro, np.arange(n + 1)).tolist()
+    to = to.tolist()
+    seen = [False] * n
+    todo = [int(x) for x in seeds]
+    for q in todo:
+        seen[q] = True
+    while todo:
+        q = todo.pop()
+        for r in to[bounds[q]:bounds[q + 1]]:
+            if not seen[r]:
+                seen[r] = True
+                todo.append(r)
+    return np.array(seen, bool)
