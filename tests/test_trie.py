@@ -22,6 +22,7 @@ from tokfst_cli.errors import LimitError
 from tokfst_cli.pretok import image
 from tokfst_cli.promote import _with_terminals, covers_all_bytes, promote
 from tokfst_cli.regex import ByteAutomaton, compile_regex
+from tokfst_cli.terminals import TERMINAL_BASE
 
 from .helpers import SIX_REGEXES, isomorphic
 from .test_promote import _patterns
@@ -104,11 +105,17 @@ def test_walk_over_pretokenized_text_is_the_composition(tokenizer, tok, pattern)
 def test_walk_with_terminal_labels_is_the_composition(tokenizer, tok, pattern, loops):
     """A'' over T'' (terminal labels, seed 004 Sec. 2.5.1): T made for this A, not kept."""
     model = tokenizer(tok)
-    a, t, _ = _with_terminals(model, compile_regex(pattern).fst, tokenizer.lexicon(tok), loops, True)
-    arrays = trie.token_arcs(model, fst_arrays(a), 1_000_000, lexicon=t, keep=False)
-    assert arrays is not None
-    ours = fst_from(arrays) if len(arrays.final) else pynini.Fst()
-    assert isomorphic(ours.arcsort(), _composed(a, t).arcsort()), pattern
+    a, t, labels = _with_terminals(model, compile_regex(pattern).fst, tokenizer.lexicon(tok), loops, True)
+    tries = [None]  # T'' read whole
+    if labels:  # promote's way: the signed T's trie, kept, and one root arc per terminal
+        j = np.arange(len(labels))
+        tries.append(trie.with_root_arcs(trie.signed_trie(model), TERMINAL_BASE + j, model.vocab_size + 1 + j))
+    theirs = _composed(a, t).arcsort()
+    for given in tries:
+        arrays = trie.token_arcs(model, fst_arrays(a), 1_000_000, lexicon=t, keep=False, trie=given)
+        assert arrays is not None
+        ours = fst_from(arrays) if len(arrays.final) else pynini.Fst()
+        assert isomorphic(ours.arcsort(), theirs), pattern
 
 
 @pytest.mark.parametrize("tok", ["gpt2", "bert"])

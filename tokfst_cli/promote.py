@@ -9,8 +9,10 @@ then skipped; otherwise OpenFst minimizes.
 
 For a deterministic A nothing is composed: ``trie.token_arcs`` walks A over T's trie (T, T_M,
 or T'' with terminal labels) and gives the token states and arcs directly. OpenFst's
-composition, with the numpy epsilon removal below, remains for an A or T the walk does not
-take (a nondeterministic or weighted A, a table past ``trie.MAX_CELLS``).
+composition, with the numpy epsilon removal below, remains for a few literal strings (an
+acyclic A of at most LITERAL_DEGREE arcs a state, whose composition is tiny and faster than
+the walk's fixed numpy steps per trie level) and for an A or T the walk does not take (a
+nondeterministic or weighted A, a table past ``trie.MAX_CELLS``).
 """
 
 from __future__ import annotations
@@ -148,7 +150,7 @@ def promote(
         at_least = composition_at_least(model, a)
         if at_least is not None and at_least > max_states:
             raise LimitError("A o T", "max_states", max_states, at_least, remedy="simplify", at_least=True)
-    arrays = _walked(model, a, max_states, marked, lexicon, cache, plain)
+    arrays = _walked(model, a, max_states, marked, lexicon, cache, plain, labels)
     if arrays is not None:
         c = fst_from(arrays) if len(arrays.final) else pynini.Fst()
     else:
@@ -179,13 +181,28 @@ def promote(
     return Promoted(fst=c, states=c.num_states(), arcs=arcs, minimized=minimize, terminals=labels, arrays=arrays)
 
 
+LITERAL_DEGREE = 4  # arcs per state of an acyclic A up to which promotion composes (words, names, keys)
+
+
 def _walked(model: TokenizerModel, a: pynini.Fst, max_states: int, marked: bool, lexicon: pynini.Fst | None,
-            cache: bool, plain: bool) -> FstArrays | None:
+            cache: bool, plain: bool, labels: list) -> FstArrays | None:
     """The token arcs of A o T without composing (``trie.token_arcs``; ``plain``: T is the
-    tokenizer's T or T_M, else one made for this A), None where A or T has another shape."""
+    tokenizer's T or T_M, else one made for this A; ``labels``: A'' with these terminal labels,
+    walked over the signed T's trie, kept per model, and one root arc per terminal), None
+    where A or T has another shape."""
+    from .terminals import TERMINAL_BASE
+    from .trie import signed_trie, with_root_arcs
+
+    given = None
+    if labels:
+        j = np.arange(len(labels))
+        given = with_root_arcs(signed_trie(model, cache), TERMINAL_BASE + j, model.vocab_size + 1 + j)
+    arrays = fst_arrays(a)
+    if len(arrays.src) <= LITERAL_DEGREE * a.num_states() and a.properties(pynini.ACYCLIC, True) == pynini.ACYCLIC:
+        return None  # a few literal strings: OpenFst composes their few paths faster than a walk's numpy steps
     trim = pynini.ACCESSIBLE | pynini.COACCESSIBLE
-    return token_arcs(model, fst_arrays(a), max_states, marked, a.properties(trim, True) == trim, lexicon, cache,
-                      keep=plain)
+    return token_arcs(model, arrays, max_states, marked, a.properties(trim, True) == trim, lexicon, cache,
+                      keep=plain, trie=given)
 
 
 def remove_trie_epsilons(c: pynini.Fst, block: int = 1 << 14) -> pynini.Fst:

@@ -93,7 +93,39 @@ def trie_for(model, marked: bool = False, lexicon: pynini.Fst | None = None, cac
     return got
 
 
+def signed_trie(model, cache: bool = True) -> TokenTrie:
+    """The :class:`TokenTrie` of T'' without its terminal arcs (``lexicon.build(signed=True)``),
+    made once per model."""
+    got = model.__dict__.get("_token_trie_signed")
+    if got is None:
+        from .lexicon import lexicon as read
+
+        got = model.__dict__["_token_trie_signed"] = from_lexicon(read(model, cache=cache, signed=True))
+    return got
+
+
+def with_root_arcs(trie: TokenTrie, ilabels: np.ndarray, olabels: np.ndarray) -> TokenTrie:
+    """``trie`` with more arcs at the root, each reading ilabels[j] and emitting olabels[j] (T'':
+    the signed T and one arc per terminal label), without reading T again."""
+    ilabels, olabels = np.asarray(ilabels, np.int64), np.asarray(olabels, np.int64)
+    labels = np.union1d(trie.labels, ilabels)
+    column = trie.column if len(labels) == len(trie.labels) or trie.labels[-1] < labels[len(trie.labels)] \
+        else np.searchsorted(labels, trie.labels)[trie.column]  # new labels past the old ones keep every column
+    at, k = int(trie.hi[trie.root]), len(ilabels)
+    added = (np.searchsorted(labels, ilabels), olabels - 1, np.full(k, trie.root, np.int64))
+    column, token, nxt = (np.concatenate([old[:at], new, old[at:]]) for old, new in
+                          zip((column, trie.token, trie.next), added))
+    shift = np.where(trie.lo >= at, k, 0)
+    lo, hi = trie.lo + shift, trie.hi + shift
+    if trie.lo[trie.root] >= at:  # the root's own range starts past ``at`` only if it has no arcs
+        lo[trie.root] -= k
+    else:
+        hi[trie.root] += k
+    return TokenTrie(trie.root, lo, hi, labels, column, token, nxt, trie.all_bytes)
+
+
 SCRATCH = 1 << 20  # pairs (state of T, state of A) past which the walk counts distinct ones by sorting
+DENSE_PAIRS = 4096  # A's states up to which reachability collects distinct state pairs in an n x n bit matrix
 EXACT_FROM = 64  # A's states past which walks from different states meet often: pairs counted distinct at once
 MAX_CELLS = 1 << 24  # A's states x T's labels past which A's table (4 bytes a cell) is not built: OpenFst composes
 
@@ -170,19 +202,21 @@ def _distinct(node: np.ndarray, state: np.ndarray, width: int, scratch: np.ndarr
 
 
 def token_arcs(model, a: FstArrays, max_states: int, marked: bool = False, trim: bool = False,
-               lexicon: pynini.Fst | None = None, cache: bool = True, keep: bool = True) -> FstArrays | None:
+               lexicon: pynini.Fst | None = None, cache: bool = True, keep: bool = True,
+               trie: TokenTrie | None = None) -> FstArrays | None:
     """rmepsilon(PROJ(A o T)) trimmed, labels T's output labels (token id + 1; T_M's boundary,
     the terminals of T''), arcs grouped by state; None if A or T has another shape (OpenFst's
     composition then). States keep A's order. ``lexicon``: T (T_M when ``marked``), read from
-    the cache when None (:func:`trie_for`); ``keep`` False: a T made for this A alone (T''),
-    its trie not kept.
+    the cache when None (:func:`trie_for`); ``keep`` False: a T made for this A alone, its
+    trie not kept; ``trie``: T's trie given (T'': :func:`with_root_arcs`).
 
     One walk starts from every state of A at once; the result keeps the states reached from
     A's start that reach a final state (``trim``: A is trim and every byte a token, so all
     do). LimitError past ``max_states`` accessible states of A o T: pairs are counted per
     origin while that stays under the limit (small A), else distinct, and if those from every
     state pass it, again from the states the start reaches only."""
-    trie = trie_for(model, marked, lexicon, cache) if keep else from_lexicon(lexicon)
+    if trie is None:
+        trie = trie_for(model, marked, lexicon, cache) if keep else from_lexicon(lexicon)
     delta = label_dfa(a, trie) if trie is not None else None
     if delta is None:
         return None
@@ -235,10 +269,12 @@ def _trimmed(a: FstArrays, src: np.ndarray, tok: np.ndarray, dst: np.ndarray, st
     """The walked arcs between ``states`` as FstArrays, grouped by state (A's state order kept)."""
     if not states[a.start]:
         return FstArrays(0, np.zeros(0, bool), *(np.zeros(0, np.int32) for _ in range(4)))
-    keep = states[src] & states[dst]
-    src, tok, dst = src[keep], tok[keep], dst[keep]
+    if not states.all():
+        keep = states[src] & states[dst]
+        src, tok, dst = src[keep], tok[keep], dst[keep]
     number = (np.cumsum(states) - 1).astype(np.int32)
-    order = np.argsort(src, kind="stable")
+    small = np.uint16 if len(states) <= 1 << 16 else np.int64  # a radix sort for 16-bit keys
+    order = np.argsort(src.astype(small), kind="stable")
     label = (tok[order] + 1).astype(np.int32)
     return FstArrays(int(number[a.start]), a.final.astype(bool)[states], number[src[order]], label, label,
                      number[dst[order]])
@@ -249,8 +285,12 @@ def _closure(n: int, src: np.ndarray, dst: np.ndarray, seeds: np.ndarray) -> np.
     states that reach the seeds. The distinct state pairs are few (tokens share them), so the
     search itself runs over Python lists: a chain of thousands of states costs no numpy call
     per step."""
-    pairs = np.unique(src * n + dst)
-    fro, to = np.divmod(pairs, n)  # grouped by fro
+    if n <= DENSE_PAIRS:  # the distinct pairs as a bit matrix: one scatter, no sort
+        seen_pair = np.zeros((n, n), bool)
+        seen_pair[src, dst] = True
+        fro, to = np.nonzero(seen_pair)
+    else:
+        fro, to = np.divmod(np.unique(src * n + dst), n)  # grouped by fro
     bounds = np.searchsorted(fro, np.arange(n + 1)).tolist()
     to = to.tolist()
     seen = [False] * n
