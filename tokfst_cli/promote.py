@@ -152,6 +152,7 @@ def promote(
             raise LimitError("A o T", "max_states", max_states, at_least, remedy="simplify", at_least=True)
     arrays = _walked(model, a, max_states, marked, lexicon, cache, plain, labels)
     if arrays is not None:
+        report(len(arrays.final))
         c = fst_from(arrays) if len(arrays.final) else pynini.Fst()
     else:
         lexicon = lexicon if lexicon is not None else lexicon_mod.lexicon(model, cache=cache, marked=marked)
@@ -193,13 +194,13 @@ def _walked(model: TokenizerModel, a: pynini.Fst, max_states: int, marked: bool,
     from .terminals import TERMINAL_BASE
     from .trie import signed_trie, with_root_arcs
 
+    arrays = fst_arrays(a)
+    if len(arrays.src) <= LITERAL_DEGREE * a.num_states() and a.properties(pynini.ACYCLIC, True) == pynini.ACYCLIC:
+        return None  # a few literal strings: OpenFst composes their few paths faster than a walk's numpy steps
     given = None
     if labels:
         j = np.arange(len(labels))
         given = with_root_arcs(signed_trie(model, cache), TERMINAL_BASE + j, model.vocab_size + 1 + j)
-    arrays = fst_arrays(a)
-    if len(arrays.src) <= LITERAL_DEGREE * a.num_states() and a.properties(pynini.ACYCLIC, True) == pynini.ACYCLIC:
-        return None  # a few literal strings: OpenFst composes their few paths faster than a walk's numpy steps
     trim = pynini.ACCESSIBLE | pynini.COACCESSIBLE
     return token_arcs(model, arrays, max_states, marked, a.properties(trim, True) == trim, lexicon, cache,
                       keep=plain, trie=given)
