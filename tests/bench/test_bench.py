@@ -487,3 +487,27 @@ def test_check_mode_streams_and_switches(tmp_path, tiny_tokenizer):
     assert [(row["regex"], row["form"]) for row in wp["rows"]] == [("[a-z]{1,2}", "materialized")]
     assert doc["settings"]["lines"] == 50 and doc["settings"]["rss_mb"] == [1]
     assert doc["checks"] and all(c["passed"] is True for c in doc["checks"])
+
+
+@pytest.mark.parametrize("each_step", [False, True])
+def test_masks_walk_evicts_caches_before_every_step_on_request(monkeypatch, each_step):
+    """--evict-each-step: the 64 MB read comes before every fill after the first (the walk's own
+    read covers that one), never inside the timed fill; without it, never within a walk."""
+    import numpy as np
+
+    from tokfst_cli.bench import engines, masks
+
+    log = []
+    monkeypatch.setattr(masks, "evict", lambda: log.append("evict") or 0)
+
+    def fill():
+        log.append("fill")
+        return np.full(2, 0xFFFFFFFF, np.uint32)
+
+    session = engines.Session(fill, lambda token: log.append("accept") or True, lambda: True)
+    run = masks.run_walk(session, [3, 5, 7], each_step=each_step)
+    assert run.stop is None and len(run.mask_ns) == 4
+    fills = [i for i, e in enumerate(log) if e == "fill"]
+    evicted = [log[i - 1] == "evict" for i in fills]
+    assert evicted == ([False, True, True, True] if each_step else [False] * 4)
+    assert log.count("evict") == (3 if each_step else 0)

@@ -139,14 +139,18 @@ def allowed_ids(words: np.ndarray, excluded: np.ndarray) -> np.ndarray:
 
 
 def run_walk(session: engines.Session, walk: list[int], excluded: np.ndarray | None = None,
-             spell=repr) -> WalkRun:
+             spell=repr, each_step: bool = False) -> WalkRun:
     """Follow ``walk``: fill (timed), check the token is in the mask, accept (timed); the mask
-    after the last token too. ``excluded`` given: record every mask (``allowed_ids``)."""
+    after the last token too. ``excluded`` given: record every mask (``allowed_ids``).
+    ``each_step``: caches made cold (:func:`evict`, untimed) before every fill, as a model's
+    forward pass does before each token."""
     clock, run = time.perf_counter_ns, WalkRun()
     gc_on = gc.isenabled()
     gc.disable()
     try:
         for i, token in enumerate(walk + [None]):
+            if each_step and i:  # the walk's first step follows the evict() before the walk
+                evict()
             t0 = clock()
             words = session.fill()
             run.mask_ns.append(clock() - t0)
@@ -273,7 +277,8 @@ def evict() -> int:
 
 
 def measure_regex(engs: list[engines.Engine], pattern: str, walks: dict[str, list[int]], truncated: bool,
-                  repeat: int, excluded: np.ndarray, spell, res: Results, label: str) -> list[dict]:
+                  repeat: int, excluded: np.ndarray, spell, res: Results, label: str,
+                  each_step: bool = False) -> list[dict]:
     """The rows of one (tokenizer, regex): one per engine. ``walks``: "hf" (HF's ids, the canonical
     engines' walk) and "surface" (the others': the same ids where they spell the sample; None if
     no tokenization spells it)."""
@@ -307,7 +312,7 @@ def measure_regex(engs: list[engines.Engine], pattern: str, walks: dict[str, lis
                 common.collect()
                 evict()
                 walk = walks["hf" if e.name in engines.CANONICAL else "surface"]
-                runs[e.name].append(run_walk(session, walk, excluded if rep == 0 else None, spell))
+                runs[e.name].append(run_walk(session, walk, excluded if rep == 0 else None, spell, each_step))
             except Exception as err:  # noqa: BLE001 - an engine failing mid-walk is a cell, not a crash
                 rows[e.name]["median"] = common.error(one_line(err))
                 rows[e.name]["detail"] = reason(rows[e.name]["median"])
@@ -340,7 +345,7 @@ def measure_regex(engs: list[engines.Engine], pattern: str, walks: dict[str, lis
 
 
 def masks_table(tokenizers: list[tuple[str, str, bool]], regexes: dict[str, str], repeat: int, steps: int | None,
-                progress) -> Results:
+                progress, each_step: bool = False) -> Results:
     from tokenizers import Tokenizer
 
     from .. import lexicon
@@ -355,6 +360,7 @@ def masks_table(tokenizers: list[tuple[str, str, bool]], regexes: dict[str, str]
          ("vs_xgrammar", "xgrammar/this", "ratio"), ("agree", "agrees", "bool"), ("walk", "walk", "text"),
          ("detail", "masks vs tokfst index", "text")],
         inputs={"regexes": regexes, "samples": {}, "walks": {}, "setup_s": {}, "max_steps": steps,
+                "evict_each_step": each_step,
                 "versions": {d: common.version_of(d) for d in ("llguidance", "xgrammar", "torch", "transformers")}},
     )
     for name, path, _ in tokenizers:
@@ -373,13 +379,15 @@ def masks_table(tokenizers: list[tuple[str, str, bool]], regexes: dict[str, str]
             walks = table.inputs["walks"].setdefault(name, {})[rname] = {k: w[:steps] if steps and w else w
                                                                         for k, w in full.items()}
             truncated = any(w is not None and len(walks[k]) < len(w) for k, w in full.items())
-            for row in measure_regex(engs, pattern, walks, truncated, repeat, excluded, spell, res, f"{name} {rname}"):
+            for row in measure_regex(engs, pattern, walks, truncated, repeat, excluded, spell, res, f"{name} {rname}",
+                                     each_step):
                 table.rows.append({"tokenizer": name, "vocab": model.vocab_size, "regex": rname, **row})
     table.notes += [
         "The walk: HF's encode(sample, add_special_tokens=False).ids of one fixed sample string per regex "
         "(inputs.samples). steps: masks computed along it (one per token, and the one after the last token, where "
         "EOS is chosen). Every engine starts each walk from a fresh session and cold CPU caches (64 MB read "
-        "before it, as a model's forward pass would) (tokfst: a fresh decoder, the "
+        + ("before every step, as a model's forward pass would (--evict-each-step)" if each_step else
+           "before it, as a model's forward pass would") + ") (tokfst: a fresh decoder, the "
         "factorized one reloaded from its artifact bytes; peers: a new Guide/LLMatcher/GrammarMatcher), so each "
         "mask is the first lookup at its state. mask: the bitmask ready for logits (packed int32 words; the "
         "factorized decoder and the peers fill a buffer allocated with the session, the index returns its "

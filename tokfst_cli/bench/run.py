@@ -49,6 +49,7 @@ class Request:
     trials: int = 100
     paragraph_chars: int = 1200
     steps: int | None = None  # masks: at most this many tokens of each walk (None: all)
+    evict_each_step: bool = False  # masks: cold caches before every step, not only before each walk
     max_arcs: int = 50_000_000
     lines: int = 20_000
     rss_mb: str = "10,100"
@@ -205,7 +206,8 @@ def settings(p: Plan) -> dict:
     r = p.request
     out = {"repeat": r.repeat, "timeout_s": r.timeout, "vocab_sizes": p.sizes, "words": r.words,
            "methods": list(p.methods), "tokenizers": [path for _, path, _ in p.tokenizers], "trials": r.trials,
-           "paragraph_chars": r.paragraph_chars, "steps": r.steps, "max_arcs": r.max_arcs}
+           "paragraph_chars": r.paragraph_chars, "steps": r.steps, "evict_each_step": r.evict_each_step,
+           "max_arcs": r.max_arcs}
     if {"promote", "maxmatch"} & set(p.modes):
         out["cold_repeat"] = r.cold_repeat
     if "check" in p.modes:
@@ -261,7 +263,7 @@ def run_mode(mode: str, p: Plan, corp, text: str | None, trained: list, progress
     if mode == "masks":
         from .masks import masks_table
 
-        return masks_table(extra, regex_set(mode, p.regexes), r.repeat, r.steps, progress)
+        return masks_table(extra, regex_set(mode, p.regexes), r.repeat, r.steps, progress, r.evict_each_step)
     if mode == "promote":
         from .promote import promote_table
 

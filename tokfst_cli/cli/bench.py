@@ -67,6 +67,9 @@ PARAGRAPH_CHARS = typer.Option(1200, "--paragraph-chars", min=1, metavar="N",
                                help="paragraph: pick the corpus paragraph closest to this length.")
 STEPS = typer.Option(None, "--steps", min=1, metavar="N",
                      help="masks: at most N tokens of each regex's walk [default: the whole sample].")
+EVICT_EACH_STEP = typer.Option(False, "--evict-each-step",
+                               help="masks: read 64 MB before every step, not only before each walk (a model's "
+                                    "forward pass comes before every token).")
 MAX_ARCS = typer.Option(50_000_000, "--max-arcs", min=1, metavar="N",
                         help="Build the explicit A_BPE (Eq. 5, table2's .fst, paragraph) only up to this many arcs.")
 LINES = typer.Option(20_000, "--lines", min=1, metavar="N", help="check: lines of generated text to check.")
@@ -92,7 +95,8 @@ def bench_cmd(
     cold_repeat: int = COLD_REPEAT, timeout: Optional[float] = TIMEOUT,
     tokenizer: Optional[list[str]] = TOKENIZER, regex: Optional[list[str]] = REGEX,
     regex_file: Optional[str] = REGEX_FILE, named: Optional[str] = NAMED, trials: int = TRIALS,
-    paragraph_chars: int = PARAGRAPH_CHARS, steps: Optional[int] = STEPS, max_arcs: int = MAX_ARCS, lines: int = LINES,
+    paragraph_chars: int = PARAGRAPH_CHARS, steps: Optional[int] = STEPS, evict_each_step: bool = EVICT_EACH_STEP,
+    max_arcs: int = MAX_ARCS, lines: int = LINES,
     rss_mb: str = RSS_MB, json_out: Optional[str] = JSON_OUT, csv_out: Optional[str] = CSV_OUT,
     plot: Optional[str] = PLOT, verbose: bool = VERBOSE, peers: bool = PEERS, limit: Optional[int] = LIMIT,
     tokfst_timeout: float = TOKFST_TIMEOUT, terminals: bool = TERMINALS,
@@ -115,6 +119,7 @@ def bench_cmd(
         mode=mode.value, corpus=corpus, vocab_sizes=vocab_sizes, words=words, methods=methods, repeat=repeat,
         cold_repeat=cold_repeat, timeout=timeout, tokenizer=tokenizer or [], regex=regex or [],
         regex_file=regex_file, named=named, trials=trials, paragraph_chars=paragraph_chars, steps=steps,
+        evict_each_step=evict_each_step,
         max_arcs=max_arcs, lines=lines, rss_mb=rss_mb, json_out=json_out, csv_out=csv_out, plot=plot))
     doc = run.run(plan, OUT.say, verbose or OUT.err.is_terminal)
     run.emit(doc, plan, OUT.err if json_out == "-" else Console(highlight=False), OUT.data)
