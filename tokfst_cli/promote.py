@@ -144,7 +144,6 @@ def promote(
         lexicon = lexicon if lexicon is not None else lexicon_mod.lexicon(model, cache=cache)
         a, lexicon, labels = _with_terminals(model, a, lexicon, terminals, cache)
         plain = False
-    a = a.copy().arcsort("olabel")
     force_minimize = force_minimize or marked  # terminal labels regroup tokens: minimality carries over
     if 257 * a.num_states() > max_states and not marked and not labels:  # else the bound below cannot pass max_states
         at_least = composition_at_least(model, a)
@@ -156,7 +155,7 @@ def promote(
         c = fst_from(arrays) if len(arrays.final) else pynini.Fst()
     else:
         lexicon = lexicon if lexicon is not None else lexicon_mod.lexicon(model, cache=cache, marked=marked)
-        c = pynini.compose(a, lexicon, connect=True)
+        c = pynini.compose(a.copy().arcsort("olabel"), lexicon, connect=True)  # the caller's A stays as it is
         report(c.num_states())
         if c.num_states() > max_states:
             raise LimitError("A o T", "max_states", max_states, c.num_states(), remedy="simplify")

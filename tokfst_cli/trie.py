@@ -27,6 +27,7 @@ import pynini
 
 from .artifacts import FstArrays, fst_arrays
 from .errors import LimitError
+from .filters.tokens import kept_states, trim_mask
 from .symbols import MARKER
 
 
@@ -125,7 +126,6 @@ def with_root_arcs(trie: TokenTrie, ilabels: np.ndarray, olabels: np.ndarray) ->
 
 
 SCRATCH = 1 << 20  # pairs (state of T, state of A) past which the walk counts distinct ones by sorting
-DENSE_PAIRS = 4096  # A's states up to which reachability collects distinct state pairs in an n x n bit matrix
 EXACT_FROM = 64  # A's states past which walks from different states meet often: pairs counted distinct at once
 MAX_CELLS = 1 << 24  # A's states x T's labels past which A's table (4 bytes a cell) is not built: OpenFst composes
 
@@ -211,8 +211,8 @@ def token_arcs(model, a: FstArrays, max_states: int, marked: bool = False, trim:
     trie not kept; ``trie``: T's trie given (T'': :func:`with_root_arcs`).
 
     One walk starts from every state of A at once; the result keeps the states reached from
-    A's start that reach a final state (``trim``: A is trim and every byte a token, so all
-    do). LimitError past ``max_states`` accessible states of A o T: pairs are counted per
+    A's start that reach a final state (``filters.tokens.trim_mask``; ``trim``: A is trim and
+    every byte a token, so all do). LimitError past ``max_states`` accessible states of A o T: pairs are counted per
     origin while that stays under the limit (small A), else distinct, and if those from every
     state pass it, again from the states the start reaches only."""
     if trie is None:
@@ -237,10 +237,13 @@ def token_arcs(model, a: FstArrays, max_states: int, marked: bool = False, trim:
             raise LimitError("A o T", "max_states", max_states, remedy="simplify") from None
     cat = lambda x: np.concatenate(x) if x else np.zeros(0, np.int64)  # noqa: E731
     src, tok, dst = cat(src), cat(tok), cat(dst)
-    whole = trim and trie.all_bytes
-    reached = np.ones(n, bool) if whole else _closure(n, src, dst, np.array([a.start]))
-    live = reached if whole else _closure(n, dst, src, np.flatnonzero(a.final))
-    return _trimmed(a, src, tok, dst, reached & live)
+    small = np.uint16 if n <= 1 << 16 else np.int64  # a radix sort for 16-bit keys
+    order = np.argsort(src.astype(small), kind="stable")  # arcs grouped by state, as FstArrays has them
+    label = tok[order] + 1
+    walked = FstArrays(int(a.start), a.final.astype(bool), src[order], label, label, dst[order])
+    if trim and trie.all_bytes:  # A trim and every byte a token: every state is a token state
+        return walked
+    return kept_states(walked, trim_mask(walked, bounded=False))
 
 
 def _reached(trie: TokenTrie, delta: np.ndarray, a: FstArrays, max_states: int) -> np.ndarray:
@@ -263,44 +266,3 @@ def _reached(trie: TokenTrie, delta: np.ndarray, a: FstArrays, max_states: int) 
         reached[frontier] = True
         used += len(frontier)
     return reached
-
-
-def _trimmed(a: FstArrays, src: np.ndarray, tok: np.ndarray, dst: np.ndarray, states: np.ndarray) -> FstArrays:
-    """The walked arcs between ``states`` as FstArrays, grouped by state (A's state order kept)."""
-    if not states[a.start]:
-        return FstArrays(0, np.zeros(0, bool), *(np.zeros(0, np.int32) for _ in range(4)))
-    if not states.all():
-        keep = states[src] & states[dst]
-        src, tok, dst = src[keep], tok[keep], dst[keep]
-    number = (np.cumsum(states) - 1).astype(np.int32)
-    small = np.uint16 if len(states) <= 1 << 16 else np.int64  # a radix sort for 16-bit keys
-    order = np.argsort(src.astype(small), kind="stable")
-    label = (tok[order] + 1).astype(np.int32)
-    return FstArrays(int(number[a.start]), a.final.astype(bool)[states], number[src[order]], label, label,
-                     number[dst[order]])
-
-
-def _closure(n: int, src: np.ndarray, dst: np.ndarray, seeds: np.ndarray) -> np.ndarray:
-    """The states reachable from ``seeds`` along the arcs src -> dst; with the arcs reversed, the
-    states that reach the seeds. The distinct state pairs are few (tokens share them), so the
-    search itself runs over Python lists: a chain of thousands of states costs no numpy call
-    per step."""
-    if n <= DENSE_PAIRS:  # the distinct pairs as a bit matrix: one scatter, no sort
-        seen_pair = np.zeros((n, n), bool)
-        seen_pair[src, dst] = True
-        fro, to = np.nonzero(seen_pair)
-    else:
-        fro, to = np.divmod(np.unique(src * n + dst), n)  # grouped by fro
-    bounds = np.searchsorted(fro, np.arange(n + 1)).tolist()
-    to = to.tolist()
-    seen = [False] * n
-    todo = [int(x) for x in seeds]
-    for q in todo:
-        seen[q] = True
-    while todo:
-        q = todo.pop()
-        for r in to[bounds[q]:bounds[q + 1]]:
-            if not seen[r]:
-                seen[r] = True
-                todo.append(r)
-    return np.array(seen, bool)

@@ -211,15 +211,16 @@ def trimmed_arrays(a: FstArrays) -> FstArrays | None:
     return None if keep is None else kept_states(a, keep)
 
 
-def trim_mask(a: FstArrays) -> np.ndarray | None:
-    """The accessible and coaccessible states of :func:`trimmed_arrays` (None past TRIM_EDGES)."""
+def trim_mask(a: FstArrays, bounded: bool = True) -> np.ndarray | None:
+    """The accessible and coaccessible states of :func:`trimmed_arrays` (None past TRIM_EDGES
+    distinct edges; ``bounded`` False: no bound, the caller has no OpenFst automaton to connect)."""
     from .length import distinct_edges
 
     n = len(a.final)
     if n == 0 or a.start < 0:
         return np.zeros(n, bool)
     s, d = distinct_edges(np.asarray(a.src, np.int64), np.asarray(a.nextstate, np.int64), n)
-    if len(s) > TRIM_EDGES:
+    if bounded and len(s) > TRIM_EDGES:
         return None
     return _reached(n, s, d, [a.start]) & _reached(n, d, s, np.flatnonzero(a.final).tolist())
 
