@@ -190,7 +190,7 @@ def test_bench_masks_end_to_end(tmp_path, tokenizer):
     (table,) = doc["tables"]
     assert table["id"] == "masks" and "tokfst canonical factorized" in r.stdout
     assert set(table["inputs"]["versions"]) == {"llguidance", "xgrammar", "torch", "transformers"}
-    names = [engines.INDEX, engines.MATERIALIZED, engines.FACTORIZED, *engines.PEERS]
+    names = [engines.INDEX, engines.LAZY, engines.MATERIALIZED, engines.FACTORIZED, *engines.PEERS]
     assert [(row["regex"], row["engine"]) for row in table["rows"]] == [(x, n) for x in ("cities", "[0-9]{2}")
                                                                         for n in names]
     hf = tokenizer.hf("gpt2")
@@ -212,7 +212,9 @@ def test_bench_masks_end_to_end(tmp_path, tokenizer):
         else:
             assert row["median"]["status"] == "skipped" and row["detail"] == engines.MISSING
         if row["engine"] in TOKFST:
-            assert row["agree"] in (None, True)  # canonical within agnostic
+            assert row["agree"] in (None, True)  # canonical within agnostic, lazy equal to it
+            if row["engine"] == engines.LAZY:
+                assert row["detail"].startswith("= index at ")
             for peer in engines.PEERS:
                 assert (row[f"vs_{peer}"] is not None) == installed(peer)
     assert doc["checks"] and all(c["passed"] for c in doc["checks"])

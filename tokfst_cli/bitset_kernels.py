@@ -39,16 +39,15 @@ def _set_outside(words, ids, lpos, lo, hi, a, b):  # pragma: no cover - compiled
         words[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
 
 
-def _compiled(cache: bool) -> tuple:
-    jit = njit(cache=cache, nogil=True)
-    return jit(_set_ids), jit(_clear_intervals), jit(_set_outside)
+def jit_all(*fns) -> tuple[tuple, bool]:
+    """``fns`` compiled by numba (nopython, no GIL), cached on disk where numba can cache, else in
+    memory: (the compiled functions, whether they are cached)."""
+    try:
+        return tuple(njit(cache=True, nogil=True)(f) for f in fns), True
+    except RuntimeError as err:  # numba: "cannot cache function ...: no locator available"
+        if "cannot cache" not in str(err):
+            raise
+        return tuple(njit(cache=False, nogil=True)(f) for f in fns), False
 
 
-CACHED = True
-try:
-    set_ids, clear_intervals, set_outside = _compiled(cache=True)
-except RuntimeError as err:  # numba: "cannot cache function ...: no locator available"
-    if "cannot cache" not in str(err):
-        raise
-    CACHED = False
-    set_ids, clear_intervals, set_outside = _compiled(cache=False)
+(set_ids, clear_intervals, set_outside), CACHED = jit_all(_set_ids, _clear_intervals, _set_outside)

@@ -415,6 +415,18 @@ def load(path: str, tokenizer: TokenizerModel | str | None = None) -> Decoder:
     return decoder
 
 
+def lazy(tokenizer: TokenizerModel | str, pattern: str | None = None, *, schema: Any = None,
+         automaton: Any = None, **schema_options: Any):
+    """The agnostic constraint of a regex, a JSON Schema or a byte automaton, expanded per state on
+    first use (``lazy.LazyDecoder``: no promotion, no artifact); ``tokenizer`` a model, a path or
+    a bundled name."""
+    from . import lazy as lazy_mod
+    from .tokenizer import load as load_tokenizer
+
+    model = load_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer
+    return lazy_mod.decoder(model, pattern, schema=schema, automaton=automaton, **schema_options)
+
+
 def _vocab_of(fst: pynini.Fst, path: str) -> int:
     table = fst.input_symbols()
     if table is None:

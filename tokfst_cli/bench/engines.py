@@ -11,7 +11,8 @@ walk. A :class:`Session` has the three calls a decoding loop makes:
     accepting()    may the sequence end here?
 
 tokfst's engines: the agnostic index (``constraint.IndexDecoder`` of ``pipeline.build``'s
-index), the canonical automaton materialized as an index (where it fits
+index), the lazy agnostic decoder (``lazy.LazyDecoder``, made afresh for every walk: each
+mask is a walk of the trie), the canonical automaton materialized as an index (where it fits
 ``pipeline.Limits()``), and the factorized canonical decoder
 (``pipeline.build(..., canonical=True, limits=Limits(max_arcs=1))``), reloaded from its
 artifact bytes for every walk. The peers (``pip install 'tokfst[bench]'``): outlines-core
@@ -36,7 +37,8 @@ from ..tokenizer import TokenizerModel
 
 MISSING = "not installed (pip install 'tokfst[bench]')"
 INDEX, MATERIALIZED, FACTORIZED = "tokfst index", "tokfst canonical materialized", "tokfst canonical factorized"
-TOKFST, CANONICAL = (INDEX, MATERIALIZED, FACTORIZED), (MATERIALIZED, FACTORIZED)
+LAZY = "tokfst lazy"
+TOKFST, CANONICAL = (INDEX, LAZY, MATERIALIZED, FACTORIZED), (MATERIALIZED, FACTORIZED)
 OUTLINES, LLGUIDANCE, XGRAMMAR = "outlines-core", "llguidance", "xgrammar"
 PEERS = (OUTLINES, LLGUIDANCE, XGRAMMAR)
 THREADS = 2  # xgrammar's compiler threads (the bench machine has 2 cores)
@@ -125,6 +127,29 @@ class TokfstIndex(Engine):
         from ..constraint import IndexDecoder
 
         return decoder_session(IndexDecoder(compiled))
+
+
+class TokfstLazy(Engine):
+    """The agnostic constraint expanded per state on first use; a new decoder (no state expanded)
+    for every walk, from the regex's byte DFA compiled once."""
+
+    name = LAZY
+
+    def __init__(self, model: TokenizerModel):
+        self.model = model
+
+    def compile(self, pattern: str):
+        from ..lazy import LazyDecoder
+        from ..regex import compile_regex
+
+        a = compile_regex(pattern)
+        LazyDecoder(self.model, a)  # refusals now (a tokenizer that lacks bytes), and T's layout made once
+        return a
+
+    def session(self, compiled) -> Session:
+        from ..lazy import LazyDecoder
+
+        return decoder_session(LazyDecoder(self.model, compiled))
 
 
 class TokfstFactorized(Engine):
@@ -257,11 +282,11 @@ class XGrammar(Engine):
 
 
 def engines(model: TokenizerModel, path: str, lexicon, on_setup: Callable[[str, float], None]) -> list[Engine]:
-    """tokfst's three engines and the three peers for one tokenizer; ``on_setup(name, seconds)``
+    """tokfst's four engines and the three peers for one tokenizer; ``on_setup(name, seconds)``
     reports each peer's tokenizer set-up time (done once, outside the per-step timing)."""
     from .common import timed
 
-    out: list[Engine] = [TokfstIndex(model, lexicon), TokfstIndex(model, lexicon, canonical=True),
+    out: list[Engine] = [TokfstIndex(model, lexicon), TokfstLazy(model), TokfstIndex(model, lexicon, canonical=True),
                          TokfstFactorized(model)]
     for cls in (Outlines, LLGuidance, XGrammar):
         seconds, engine = timed(lambda: cls(model, path))

@@ -3,7 +3,7 @@
 :func:`run_engine` runs one engine (tokfst or a peer of :mod:`.engines`) over a list of schema
 files in worker processes (:mod:`.isolate`): a worker sets the engine up once, caps its address
 space (:data:`MAX_MEMORY` more than after its set-up) and takes the files one after another; each
-finished stage (tokfst: compile, promotion, walk; peers: compile) is a message that gives the
+finished stage (tokfst: compile, lazy, promotion, walk; peers: compile) is a message that gives the
 next stage the whole time limit. A worker past its time limit is killed, one that dies (native
 code past the memory cap) is reported, and a fresh worker goes on with the next file.
 
@@ -29,7 +29,7 @@ from . import common, isolate
 from .engines import LLGUIDANCE, OUTLINES, PEERS, THREADS, XGRAMMAR
 
 TOKFST = "tokfst"
-STAGES = {TOKFST: ("compile", "promotion", "walk"), **{p: ("compile",) for p in PEERS}}
+STAGES = {TOKFST: ("compile", "lazy", "promotion", "walk"), **{p: ("compile",) for p in PEERS}}
 MAX_MEMORY = 4 << 30  # bytes a worker may map beyond its set-up (the machine is shared)
 WALK_TEXTS, MAX_BYTES = 10, 4096  # random texts drawn for the walk (the longest is walked), their bound
 
@@ -149,26 +149,58 @@ def walk_masks(result, walk: list[int], repeat: int) -> dict:
             "walk_accepted": accepted}
 
 
+def lazy_stage(model, hf, fst, repeat: int) -> tuple[dict, tuple | None]:
+    """The lazy decoder of the byte DFA (``lazy.LazyDecoder``): ready (the decoder and its first
+    mask) and the median mask at the walk's fresh states, a new decoder per timed walk (each of
+    its masks a walk of the trie); and the walk drawn (``draw_walk``), or None."""
+    from ..errors import TokfstError
+    from ..lazy import LazyDecoder
+    from .masks import one_line
+
+    def ready():
+        decoder = LazyDecoder(model, fst)
+        decoder.bitmask(decoder.initial())
+
+    try:
+        cell, _ = common.measure(repeat, ready)
+    except Exception as e:  # noqa: BLE001 - a refusal or a failure is the lazy cell
+        why = e.one_line() if isinstance(e, TokfstError) else one_line(e)
+        return {"lazy": common.error(why[:400])}, None
+    try:
+        drawn = draw_walk(fst, model, hf)
+    except Exception as e:  # noqa: BLE001 - no walk: the eager walk fails the same way and says so
+        return {"lazy": cell, "lazy_mask": common.error(one_line(e)[:400])}, None
+    medians, accepted = [], True
+    for _ in range(repeat):
+        times, ok = fresh_masks(LazyDecoder(model, fst), drawn[1])
+        medians.append(statistics.median(times) / 1e9)
+        accepted &= ok
+    return {"lazy": cell, "lazy_mask": common.ok(medians), "lazy_accepted": accepted}, drawn
+
+
 def tokfst_one(model, lex, hf, doc, repeat: int, stage: Callable[..., None], terminals: bool) -> dict:
     from ..artifacts import fst_arrays
     from ..pipeline import build
     from ..schema import compile_schema
 
-    where = "compile"
     try:
         cell, compiled = common.measure(repeat, lambda: compile_schema(doc))
         a = compiled.automaton
         stage("compile", compile=cell, byte_states=a.fst.num_states())
-        where = "promotion"
+    except Exception as e:  # noqa: BLE001 - every failure is the file's status
+        return outcome(e, "compile")
+    lazy, drawn = lazy_stage(model, hf, a.fst, repeat)
+    stage("lazy", **lazy)
+    try:
         cell, result = common.measure(repeat, lambda: build(model, a.pattern, automaton=a, lexicon=lex,
                                                              terminals=terminals))
         per_state = np.bincount(fst_arrays(result.fst).src, minlength=result.fst.num_states())
         stage("promotion", promote=cell, states=result.fst.num_states(), arcs=int(per_state.sum()),
               max_out=int(per_state.max(initial=0)))
     except Exception as e:  # noqa: BLE001 - every failure is the file's status
-        return outcome(e, where)
+        return outcome(e, "promotion")
     try:
-        text, walk = draw_walk(a.fst, model, hf)
+        text, walk = drawn or draw_walk(a.fst, model, hf)
         return {"status": "compiled", "walk_bytes": len(text.encode("utf-8")), **walk_masks(result, walk, repeat)}
     except Exception as e:  # noqa: BLE001 - compiled all the same: the mask cell and the reason say what failed
         failed = outcome(e, "walk")

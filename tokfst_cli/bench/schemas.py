@@ -8,7 +8,9 @@ Per ``*.json`` file of DIR (sorted; ``limit``: the first N) and tokenizer, ``rep
                    then the walk: HF's tokenization of the longest of ten random texts of the
                    byte DFA (``pynini.randgen``, seeds 0-9), followed by a fresh
                    ``Result.decoder()`` per timed walk: the packed mask at each state reached for
-                   the first time, median
+                   the first time, median; and the lazy decoder of the byte DFA
+                   (``lazy.LazyDecoder``: no promotion): ready (decoder + first mask) and the
+                   median mask at the same walk's fresh states, a new decoder per walk
     outlines-core  ``build_regex_from_schema(text, whitespace_pattern="")`` + ``Index(regex, Vocabulary)``
     llguidance     ``LLMatcher.grammar_from_json_schema`` (no flexible whitespace) + ``LLMatcher``
                    (an error state is an error; masks are computed lazily, later)
@@ -73,7 +75,7 @@ def schema_files(directory: str, limit: int | None = None) -> list[Path]:
     return files[:limit] if limit else files
 
 
-CELLS = {"compile": "compile", "promotion": "promote", "walk": "mask"}  # a stage -> its timing cell
+CELLS = {"compile": "compile", "lazy": "lazy", "promotion": "promote", "walk": "mask"}  # a stage -> its timing cell
 
 
 def cell_of(got: dict, key: str, limit: float) -> dict | None:
@@ -90,9 +92,11 @@ def merge(name: str, path: Path, tok: dict, peers: dict[str, dict | None], limit
     """One table row: tokfst's report, then each peer's cell and status."""
     row = {"tokenizer": name, "schema": path.stem, "bytes": path.stat().st_size,
            **{k: tok.get(k) for k in ("status", "stage", "reason", "detail", "refusal", "byte_states", "states",
-                                      "arcs", "max_out", "walk_bytes", "steps", "fresh", "load", "walk_accepted")}}
-    for key in ("compile", "promote", "mask"):
+                                      "arcs", "max_out", "walk_bytes", "steps", "fresh", "load", "walk_accepted",
+                                      "lazy_accepted")}}
+    for key in ("compile", "lazy", "promote", "mask"):
         row[key] = cell_of(tok, key, limits[TOKFST])
+    row["lazy_mask"] = tok.get("lazy_mask")
     others = []
     for peer, got in peers.items():
         if got is None:
@@ -133,8 +137,20 @@ def tokfst_total(r: dict) -> float | None:
     return a + b if a is not None and b is not None else None
 
 
+def lazy_status(r: dict) -> str:
+    if tokfst_bytes(r) != "compiled":
+        return tokfst_bytes(r)
+    return "compiled" if common.median_of(r.get("lazy")) is not None else "error"
+
+
+def lazy_total(r: dict) -> float | None:
+    a, b = common.median_of(r.get("compile")), common.median_of(r.get("lazy"))
+    return a + b if a is not None and b is not None else None
+
+
 LEVELS = {"schema -> bytes": (tokfst_bytes, lambda r: common.median_of(r.get("compile"))),
-          "schema -> tokens": (lambda r: r["status"], tokfst_total)}
+          "schema -> tokens": (lambda r: r["status"], tokfst_total),
+          "schema -> lazy": (lazy_status, lazy_total)}
 
 
 def summaries(rows: list[dict], peers: list[str]) -> tuple[list[dict], list[dict]]:
@@ -161,7 +177,8 @@ def summaries(rows: list[dict], peers: list[str]) -> tuple[list[dict], list[dict
 # ---- the run --------------------------------------------------------------------------------------------
 ROW_COLUMNS = [("tokenizer", "tokenizer", "text"), ("schema", "schema", "text"), ("bytes", "size", "bytes"),
                ("status", "tokfst", "text"), ("reason", "why", "text"), ("compile", "schema -> bytes", "time"),
-               ("byte_states", "byte states", "int"), ("promote", "promotion", "time"), ("states", "states", "int"),
+               ("byte_states", "byte states", "int"), ("lazy", "lazy ready", "time"),
+               ("lazy_mask", "lazy mask median", "time"), ("promote", "promotion", "time"), ("states", "states", "int"),
                ("arcs", "arcs", "int"), ("max_out", "max arcs/state", "int"), ("steps", "walk tokens", "int"),
                ("fresh", "fresh states", "int"), ("mask", "mask median", "time"), (OUTLINES, "outlines-core", "time"),
                (LLGUIDANCE, "llguidance", "time"), (XGRAMMAR, "xgrammar", "time"), ("peers", "peers not compiled", "text")]
@@ -204,6 +221,8 @@ def schemas_table(req: Request, progress) -> Results:
             if r["status"] == "compiled" and r.get("walk_accepted") is not None:
                 res.check(f"schemas {name} {r['schema']}: a fresh decoder accepts a walk of its own automaton",
                           r["walk_accepted"], f"{r['steps']} tokens of a {r['walk_bytes']}-byte text")
+            if r.get("lazy_accepted") is not None:
+                res.check(f"schemas {name} {r['schema']}: a fresh lazy decoder accepts the walk", r["lazy_accepted"])
         rows += mine
         c, q = summaries(mine, peers)
         cover += c
@@ -217,7 +236,8 @@ def schemas_table(req: Request, progress) -> Results:
     summary = Table("schemas-summary", "JSON Schemas: coverage and compile time per engine", req.repeat,
                     SUMMARY_COLUMNS, cover)
     summary.notes.append("tokfst schema -> bytes: compile_schema alone (its statuses; the rest of the chain left "
-                         "out); schema -> tokens: compile_schema + agnostic promotion (compiled = both done). "
+                         "out); schema -> tokens: compile_schema + agnostic promotion (compiled = both done); schema -> lazy: "
+                         "compile_schema + the lazy decoder and its first mask (no promotion). "
                          "median, p95: over the schemas that engine compiled (each a median of the repeats).")
     res.tables += [table, summary]
     if peers:
@@ -236,7 +256,9 @@ def notes(req: Request, peers: list[str]) -> list[str]:
         "arcs/state: the token automaton. walk: HF's tokenization of the longest of ten random texts of the byte "
         "DFA (pynini.randgen, seeds 0-9); mask median: the packed mask at each state the walk reaches for the "
         "first time (fresh states), a fresh Result.decoder() per walk. why: tokfst's refusal (keyword, remote "
-        "$ref, pattern), or the stage and the limit it met.",
+        "$ref, pattern), or the stage and the limit it met. lazy ready: lazy.LazyDecoder of the byte DFA + its "
+        "first mask (no promotion); lazy mask median: the same walk's fresh states, a new lazy decoder per walk, "
+        "each mask a walk of the token trie.",
         "Peers, compile only: outlines-core build_regex_from_schema (whitespace_pattern='') + Index; llguidance "
         "grammar_from_json_schema (whitespace_flexible false) + LLMatcher (lazy: masks are computed later, at "
         "decoding); xgrammar compile_json_schema (any_whitespace false, separators ',' ':', strict_mode false), "

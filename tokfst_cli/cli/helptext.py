@@ -266,10 +266,10 @@ peers      per regex: tokfst's agnostic and canonical promotion vs outlines-core
            (optional: pip install 'tokfst[bench]'), ratios, start masks, non-canonical first
            tokens; default regexes: the six of the foundation issue and seed 001's Pokedex.
 masks      per-step masks along HF's tokenization of a sample per regex, each at a fresh
-           state, as a packed bitmask: tokfst's index, canonical materialized and
-           factorized vs outlines-core, llguidance and xgrammar (optional: pip install
-           tokfst[bench]), and whether the masks agree; default regexes: the bench set
-           and [a-z]+( [a-z]+){0,3}.
+           state, as a packed bitmask: tokfst's index, lazy decoder, canonical
+           materialized and factorized vs outlines-core, llguidance and xgrammar
+           (optional: pip install tokfst[bench]), and whether the masks agree; default
+           regexes: the bench set and [a-z]+( [a-z]+){0,3}.
 all        the five above, one report (the paper's tables; the modes below run alone).
 promote    per --tokenizer and regex (default: the six): promote warm (in-process) and
            cold (a whole tokfst promote process, --cold-repeat runs, warm and empty
@@ -281,8 +281,9 @@ logits     the transformers logits processor (pip install 'tokfst[hf]'): a tiny 
            and canonical (default regexes: the six); ms per token and the processor's own
            time per call.
 ready      regex -> ready constraint per --tokenizer and regex (default: the six): tokfst's
-           agnostic promotion + index export + load + first mask vs xgrammar's
-           compile_regex, llguidance and outlines-core (pip install 'tokfst[bench]').
+           agnostic promotion + index export + load + first mask, and the lazy decoder
+           + first mask, vs xgrammar's compile_regex, llguidance and outlines-core (pip
+           install 'tokfst[bench]').
 canonical  canonical BPE per --tokenizer: compile-bpe time and artifact size, canonical-check
            per pair vs HF (checked to agree); per regex (default: the six) the agnostic,
            materialized and factorized promotion and a mask lookup.
@@ -300,8 +301,9 @@ compile    per BPE --tokenizer: compile-bpe as a whole process with an empty cac
            (--repeat runs): time, peak RSS and artifact bytes against the targets 10 s,
            1 GB, 8 MB; merges, traces out of rank order, and the time by stage.
 schemas    (issue #15) DIR: per JSON Schema file of DIR (sorted; --limit N: the first
-           N), tokfst's compile_schema, agnostic promotion on each --tokenizer (terminal
-           labels unless --no-terminals) and the mask time along a random walk, vs
+           N), tokfst's compile_schema, the lazy decoder (ready, masks), agnostic
+           promotion on each --tokenizer (terminal labels unless --no-terminals) and the
+           mask time along a random walk, vs
            outlines-core, llguidance and xgrammar compiling the same schema (--no-peers:
            tokfst only). Each engine runs in worker processes: --timeout per peer call
            [20 s], --tokfst-timeout per tokfst stage [120 s]; --repeat [1]. Status per

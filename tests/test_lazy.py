@@ -1,0 +1,148 @@
+"""Stage S on demand (``lazy``): the lazy decoder answers exactly as the promoted automaton.
+
+- on GPT-2 and Llama-2, for random regexes, the bench's and JSON Schemas: equal masks and
+  finality at every state both reach by the same tokens (breadth first) as the decoder of
+  ``pipeline.build`` (promotion + trim);
+- random mask-following walks never meet a dead end and end at a final state;
+- HF's own tokenization of a valid text is accepted;
+- ``advance`` refuses what the mask refuses; a Matcher rolls back;
+- refused by name: a tokenizer that lacks bytes (BERT), token-level groups, no or two inputs.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import example, given, settings
+
+from tokfst_cli import constraint, lazy, pipeline
+from tokfst_cli.errors import DisallowedTokenError, InputError
+from tokfst_cli.matcher import pack
+from tokfst_cli.bench.schema_workers import random_text
+from tokfst_cli.schema import compile_schema
+
+from .helpers import SIX_REGEXES
+from .test_promote import _patterns
+from .walks import accepts, equal_masks, walks
+
+SCHEMAS = Path(__file__).parent / "data" / "schemas"
+
+
+def _closer(dec: lazy.LazyDecoder):
+    """closer(state, toks): the allowed tokens whose next state of A is fewest bytes from a final
+    state (a single-byte token on a shortest path is one of the allowed: the walk ends)."""
+    fst = dec._delta
+    n = len(fst) - 1
+    dist = np.where(np.array(dec._final, bool), 0, 1 << 30)
+    for _ in range(n):  # Bellman-Ford over A's table: fine for test sizes
+        step = np.minimum(dist, np.min(np.where(fst[:n] < n, dist[np.minimum(fst[:n], n - 1)] + 1, 1 << 30), axis=1))
+        if (step == dist).all():
+            break
+        dist = step
+
+    def closer(state, toks):
+        d = np.array([dist[dec.advance(state, t)] for t in toks.tolist()])
+        return toks[d == d.min()]
+
+    return closer
+
+
+@pytest.mark.parametrize("tok", ["gpt2", "llama2"])
+@given(pattern=_patterns())
+@settings(max_examples=25, deadline=None)
+@example(pattern="(?:ab|c)*é")
+@example(pattern="(?:中)?(?:[0-9]|x{2,3})+")
+def test_lazy_masks_are_the_promoted_ones(tokenizer, tok, pattern):
+    model = tokenizer(tok)
+    dec = lazy.decoder(model, pattern)
+    assert equal_masks(pipeline.build(model, pattern).decoder(), dec, 200) >= 1
+
+
+@pytest.mark.parametrize("tok", ["gpt2", "llama2"])
+@pytest.mark.parametrize("name", sorted(SIX_REGEXES) + ["words4"])
+def test_lazy_bench_regexes(tokenizer, tok, name):
+    """The bench regexes and free text: equal masks, 300 walks without dead ends, and HF's
+    tokenization of a text of the language accepted."""
+    pattern = SIX_REGEXES.get(name, r"[a-z]+( [a-z]+){0,3}")
+    model, hf = tokenizer(tok), tokenizer.hf(tok)
+    dec = lazy.decoder(model, pattern)
+    equal_masks(pipeline.build(model, pattern).decoder(), dec, 400)
+    walks(dec, 300, seed=3, closer=_closer(dec))
+    text = {"decimal": "12.5", "json": '{"name":"Paul","age":30}', "date": "2024-01-31",
+            "email": "john.smith@example.org", "cities": "Bonn", "words4": "the cat sat"}.get(name)
+    if text is not None and tok == "gpt2":  # Llama-2's normalizer prefixes '▁': its ids spell another text
+        assert accepts(dec, hf.encode(text, add_special_tokens=False).ids)
+
+
+@pytest.mark.parametrize("tok", ["gpt2", "llama2"])
+@pytest.mark.parametrize("name", ["claude-code-launch", "commitlintrc", "ethereum-erc1155"])
+def test_lazy_schemas(tokenizer, tok, name):
+    """A JSON Schema's byte automaton: the lazy masks are the promoted ones (breadth first from the
+    start, string bodies included), and HF's ids of a serialized valid instance are accepted."""
+    model, hf = tokenizer(tok), tokenizer.hf(tok)
+    schema = json.loads((SCHEMAS / f"{name}.json").read_text(encoding="utf-8"))
+    compiled = compile_schema(schema)
+    dec = lazy.decoder(model, automaton=compiled.automaton)
+    promoted = pipeline.build(model, name, automaton=compiled.automaton, terminals=True).decoder()
+    assert equal_masks(promoted, dec, 150) == 150
+    walks(dec, 20, seed=5, random_len=40, finish_len=4000, closer=_closer(dec))
+    if tok == "gpt2":  # random texts of the byte DFA, tokenized by HF
+        texts = [t for t in (random_text(compiled.automaton.fst, seed) for seed in range(8)) if t is not None]
+        assert texts
+        for text in texts:
+            assert accepts(dec, hf.encode(text, add_special_tokens=False).ids), text
+
+
+def test_lazy_steps_and_matcher(tokenizer):
+    """advance refuses what the mask refuses (and ids outside the vocabulary); bitmask is the
+    packed mask and shared per state; a Matcher over the lazy decoder rolls back exactly."""
+    model = tokenizer("gpt2")
+    dec = constraint.lazy(model, SIX_REGEXES["date"])
+    s = dec.initial()
+    m = dec.mask(s)
+    assert (pack(m) == dec.bitmask(s)).all() and dec.bitmask(s) is dec.bitmask(s)
+    assert not dec.bitmask(s).flags.writeable
+    bad = int(np.flatnonzero(~m)[0])
+    for t in (bad, -1, model.vocab_size):
+        with pytest.raises(DisallowedTokenError):
+            dec.advance(s, t)
+    eos = model.vocab_size - 1
+    mt = dec.matcher(eos)
+    ids = tokenizer.hf("gpt2").encode("2024-01-31", add_special_tokens=False).ids
+    before = mt.bitmask().copy()
+    mt.consume(ids[0])
+    mid = mt.bitmask().copy()
+    for t in ids[1:]:
+        mt.consume(t)
+    assert mt.mask()[eos]
+    mt.rollback(len(ids) - 1)
+    assert (mt.bitmask() == mid).all()
+    mt.rollback(1)
+    assert (mt.bitmask() == before).all()
+    assert dec.visited >= len(ids)
+
+
+def test_lazy_refusals(tokenizer):
+    with pytest.raises(InputError, match="every single byte") as e:
+        lazy.decoder(tokenizer("bert"), "[a-z]+")
+    assert e.value.hint == "lazy-bytes"
+    with pytest.raises(InputError, match="token-level groups"):
+        lazy.decoder(tokenizer("gpt2"), "a(?P<TEXT_TOKEN>)b")
+    for kwargs in ({}, {"pattern": "a", "schema": {}}):
+        with pytest.raises(InputError, match="exactly one"):
+            lazy.decoder(tokenizer("gpt2"), **kwargs)
+
+
+def test_lazy_nondeterministic_automaton(tokenizer):
+    """A byte automaton given nondeterministic (a union, with epsilons) answers as its minimal DFA."""
+    import pynini
+
+    model = tokenizer("gpt2")
+    words = ["ab", "ac", "abc", "b"]
+    nd = pynini.union(*(pynini.accep(w) for w in words))
+    assert nd.properties(pynini.I_DETERMINISTIC, True) != pynini.I_DETERMINISTIC
+    dfa = pynini.union(*(pynini.accep(w) for w in words)).optimize()
+    assert equal_masks(lazy.decoder(model, automaton=dfa), lazy.decoder(model, automaton=nd), 50) >= 4

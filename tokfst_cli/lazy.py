@@ -1,0 +1,199 @@
+"""Stage S on demand: the token automaton of A o T expanded state by state as a decoder visits it
+(seed 000 Eq. 3, computed lazily as OpenFst's delayed composition would; seed 003: the
+state -> token mask index, filled on first use).
+
+For a deterministic byte DFA A, the token states of rmepsilon(PROJ(A o T)) are A's states, and
+token v leads from q to delta*(q, surface(v)) (``trie``). :class:`LazyDecoder` builds nothing up
+front: the mask at q is one depth-first run of A over T's trie from q (a compiled kernel,
+``trie_kernels``; a pair whose byte A cannot read is cut with its subtree), kept per state as
+packed words; ``advance`` runs the token's surface through A's table.
+
+No dead ends (issue #12): A is trimmed first, and every single byte is a token (the trie's
+``all_bytes``: byte-level BPE, byte fallback), so from every state of A some token sequence
+reaches a final state and the masks are exactly those of the promoted, trimmed automaton
+(checked equal to the index's in the tests). Tokenizers that lack bytes (BERT's WordPiece)
+are refused by name: their dead ends are found only by promoting every state
+(``pipeline.build``). Agnostic only: the canonical forms filter the promoted automaton.
+
+What it trades: ready at once (A's table over T's labels, no promotion, no limit on A o T's
+size), each first mask at a state paying a walk of the live part of the trie.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pynini
+
+from .artifacts import fst_arrays
+from .errors import DisallowedTokenError, EmptyLanguageError, InputError, LimitError
+from .matcher import Steps
+from .regex import ByteAutomaton
+from .tokenizer import TokenizerModel
+from .trie import MAX_CELLS, TokenTrie, label_dfa, trie_for
+
+_DFA = pynini.I_DETERMINISTIC | pynini.NO_EPSILONS | pynini.ACCESSIBLE | pynini.COACCESSIBLE | pynini.UNWEIGHTED
+
+
+def _kernels():
+    from . import trie_kernels
+
+    return trie_kernels
+
+
+@dataclass(frozen=True)
+class Layout:
+    """T's trie for the walk kernels: inner states renumbered in depth-first preorder (a live
+    subtree is read in order), int32 arrays (half the memory traffic), and each token's surface
+    as label columns (CSR by token id: ``cols[ptr[t]:ptr[t + 1]]``)."""
+
+    trie: TokenTrie
+    root: int
+    lo: np.ndarray
+    hi: np.ndarray
+    column: np.ndarray
+    token: np.ndarray
+    next: np.ndarray
+    ptr: np.ndarray
+    cols: np.ndarray
+
+
+def layout(model: TokenizerModel, trie: TokenTrie) -> Layout:
+    """The :class:`Layout` of ``trie`` (the model's T), made once per model."""
+    got = model.__dict__.get("_lazy_layout")
+    if got is not None and got.trie is trie:
+        return got
+    k = _kernels()
+    order, parent, parent_col, depth = k.preorder(trie.root, trie.lo, trie.hi, trie.column, trie.token, trie.next)
+    new_id = np.zeros(trie.states, np.int64)
+    new_id[order] = np.arange(len(order))
+    deg = (trie.hi - trie.lo)[order]
+    hi = np.cumsum(deg)
+    arc = np.repeat(trie.lo[order] - hi + deg, deg) + np.arange(int(deg.sum()))
+    token = trie.token[arc]
+    nxt = np.where(token < 0, new_id[np.where(token < 0, trie.next[arc], 0)], 0)
+    i32 = lambda x: np.ascontiguousarray(x, np.int32)  # noqa: E731
+    ptr = np.zeros(model.vocab_size + 1, np.int64)
+    cols = k.token_paths(trie.root, trie.lo, trie.hi, trie.column, trie.token, parent, parent_col, depth,
+                         model.vocab_size, ptr)
+    got = model.__dict__["_lazy_layout"] = Layout(trie, int(new_id[trie.root]), i32(hi - deg), i32(hi),
+                                                  i32(trie.column[arc]), i32(token), i32(nxt), ptr, i32(cols))
+    return got
+
+
+def layout_for(model: TokenizerModel, cache: bool = True) -> Layout | None:
+    """The model's T (the cache's) and its :class:`Layout`, made now (a server's set-up)."""
+    trie = trie_for(model, cache=cache)
+    return layout(model, trie) if trie is not None else None
+
+
+def _deterministic(a: pynini.Fst) -> pynini.Fst:
+    """A as a trim, epsilon-free, deterministic unweighted acceptor (a copy where it is not one)."""
+    if a.properties(_DFA, False) == _DFA or a.properties(_DFA, True) == _DFA:  # known bits first: testing reads every arc
+        return a
+    a = a.copy().rmepsilon()
+    if a.properties(pynini.I_DETERMINISTIC, True) != pynini.I_DETERMINISTIC:
+        a = pynini.determinize(a)
+    return a.connect()
+
+
+class LazyDecoder(Steps):
+    """The agnostic token automaton of a byte automaton, expanded per state on first use (module
+    docstring). States are A's state ids; ``bitmask(state)`` is made once per state and shared
+    (read-only); ``visited`` counts the states expanded so far."""
+
+    def __init__(self, model: TokenizerModel, automaton: ByteAutomaton | pynini.Fst, cache: bool = True):
+        fst = automaton.fst if isinstance(automaton, ByteAutomaton) else automaton
+        pattern = automaton.pattern if isinstance(automaton, ByteAutomaton) else "the automaton"
+        if fst.input_symbols() is not None:
+            from .terminals import placeholder_kinds
+
+            kinds = placeholder_kinds(fst)
+            if kinds:
+                raise InputError(f"the lazy decoder does not expand token-level groups ({', '.join(kinds)})",
+                                 "promote the pattern (pipeline.build), whose terminal labels carry them",
+                                 hint="lazy-groups")
+        a = _deterministic(fst)
+        if a.start() == pynini.NO_STATE_ID or a.num_states() == 0:
+            raise EmptyLanguageError(f"{pattern!r} matches no string", "check the pattern")
+        self.trie = trie = trie_for(model, cache=cache)
+        if trie is None or not trie.all_bytes:
+            raise InputError(f"the lazy decoder needs a tokenizer whose tokens spell every single byte; "
+                             f"{model.source} does not, so some states would be dead ends",
+                             "promote instead (pipeline.build(...).decoder()), which trims them", hint="lazy-bytes")
+        arrays = fst_arrays(a)
+        if (arrays.ilabel > 256).any():
+            raise InputError("the lazy decoder reads byte automata (labels 1-256)",
+                             "give the byte DFA of a regex or a schema", hint="lazy-labels")
+        delta = label_dfa(arrays, trie, deterministic=True)
+        if delta is None:
+            cells = (len(arrays.final) + 1) * len(trie.labels)
+            raise LimitError("A's table over T's labels", "max_cells", MAX_CELLS, cells, unit="cells")
+        self.model, self.vocab_size, self.start = model, model.vocab_size, int(arrays.start)
+        self._delta, self._final = delta, arrays.final.astype(bool).tolist()
+        self._words: dict[int, np.ndarray] = {}
+        self._nwords = (self.vocab_size + 31) // 32
+        self._stack_node = np.empty(trie.states + 1, np.int32)
+        self._stack_state = np.empty(trie.states + 1, np.int32)
+        self._k, self._t = _kernels(), layout(model, trie)
+
+    @property
+    def visited(self) -> int:
+        return len(self._words)
+
+    @property
+    def states(self) -> int:
+        """States of A (the token automaton's states, before any is expanded)."""
+        return len(self._final)
+
+    def bitmask(self, state: int) -> np.ndarray:
+        """The packed int32 words of ``mask(state)``: one walk of the trie at a state's first use."""
+        got = self._words.get(state)
+        if got is None:
+            if not 0 <= state < len(self._final):
+                raise DisallowedTokenError(-1, state)
+            t = self._t
+            words = np.zeros(self._nwords, np.uint32)
+            self._k.reach_from(state, t.root, t.lo, t.hi, t.column, t.token, t.next, self._delta, words,
+                               self._stack_node, self._stack_state)
+            got = self._words[state] = words.view("<i4")
+            got.flags.writeable = False
+        return got
+
+    def mask(self, state: int) -> np.ndarray:
+        bits = np.unpackbits(self.bitmask(state).view(np.uint8), bitorder="little")
+        return bits[:self.vocab_size].astype(bool)
+
+    def initial(self) -> int:
+        return self.start
+
+    def advance(self, state: int, token: int) -> int:
+        if not 0 <= token < self.vocab_size:
+            raise DisallowedTokenError(token, state)
+        words = self.bitmask(state)
+        if not (int(words[token >> 5]) >> (token & 31)) & 1:
+            raise DisallowedTokenError(token, state)
+        return int(self._k.run(state, token, self._t.ptr, self._t.cols, self._delta))
+
+    def is_final(self, state: int) -> bool:
+        return 0 <= state < len(self._final) and self._final[state]
+
+
+def decoder(model: TokenizerModel, pattern: str | None = None, *, schema: Any = None,
+            automaton: ByteAutomaton | pynini.Fst | None = None, cache: bool = True,
+            **schema_options: Any) -> LazyDecoder:
+    """A :class:`LazyDecoder` of a regex, a JSON Schema (``schema.compile_schema`` with
+    ``schema_options``) or a byte automaton: exactly one of them."""
+    if sum(x is not None for x in (pattern, schema, automaton)) != 1:
+        raise InputError("give exactly one of a regex, a schema or an automaton", "pass one of them")
+    if schema is not None:
+        from .schema import compile_schema
+
+        automaton = compile_schema(schema, **schema_options).automaton
+    elif pattern is not None:
+        from .regex import compile_regex
+
+        automaton = compile_regex(pattern)
+    return LazyDecoder(model, automaton, cache)
