@@ -146,3 +146,14 @@ def test_lazy_nondeterministic_automaton(tokenizer):
     assert nd.properties(pynini.I_DETERMINISTIC, True) != pynini.I_DETERMINISTIC
     dfa = pynini.union(*(pynini.accep(w) for w in words)).optimize()
     assert equal_masks(lazy.decoder(model, automaton=dfa), lazy.decoder(model, automaton=nd), 50) >= 4
+
+
+def test_lazy_masks_kept_within_the_budget(tokenizer, monkeypatch):
+    """Past MASK_BUDGET bytes of masks the oldest is dropped and made again, equal, on its next use."""
+    model = tokenizer("gpt2")
+    monkeypatch.setattr(lazy, "MASK_BUDGET", 3 * 4 * ((model.vocab_size + 31) // 32))  # three masks
+    dec = lazy.decoder(model, SIX_REGEXES["date"])
+    first = dec.bitmask(dec.initial()).copy()
+    equal_masks(pipeline.build(model, SIX_REGEXES["date"]).decoder(), dec, 20)
+    assert dec.visited == 3
+    assert (dec.bitmask(dec.initial()) == first).all()

@@ -1,7 +1,7 @@
 """Constrained generation with transformers (tokfst_cli.logits, issue #12 item 3): a tiny randomly
 initialized GPT-2-architecture model (built here, never downloaded) samples under the six bench
-regexes, agnostic, canonical (materialized where the default limits allow) and factorized
-canonical, on GPT-2 and Llama-2.
+regexes, agnostic (promoted, and the lazy decoder), canonical (materialized where the default
+limits allow) and factorized canonical, on GPT-2 and Llama-2.
 
 A random model rarely finishes an infinite language (decimal, email) by chance, so a second
 processor, the model's "taste", adds a bonus, growing with the length, to the tokens that bring
@@ -21,7 +21,7 @@ import pytest
 import torch
 from transformers import LogitsProcessor
 
-from tokfst_cli import catalogue, pipeline
+from tokfst_cli import catalogue, constraint, pipeline
 from tokfst_cli.constraint import FstDecoder
 from tokfst_cli.errors import InputError
 from tokfst_cli.logits import ConstraintLogitsProcessor, generate, tiny_model
@@ -33,7 +33,8 @@ EOS = {"gpt2": "<|endoftext|>", "llama2": "</s>"}
 BOS = {"gpt2": "<|endoftext|>", "llama2": "<s>"}
 SAMPLES = 50  # per regex, form and tokenizer: one batch (num_return_sequences)
 FORMS = {"agnostic": dict(canonical=False), "canonical": dict(canonical=True),
-         "factorized": dict(canonical=True, limits=pipeline.Limits(max_arcs=1))}
+         "factorized": dict(canonical=True, limits=pipeline.Limits(max_arcs=1)),
+         "lazy": dict(canonical=False, lazy=True)}  # constraint.lazy: no promotion
 TASTE = 0.5  # the bonus (logits) per step so far of a token that brings the text closer to an end
 EOS_TASTE = 8.0  # the bonus of EOS where the text may end
 
@@ -90,10 +91,11 @@ def test_sampling_under_the_bench_regexes(tokenizer, name, form):
     model, hf = tokenizer(name), tokenizer.hf(name)
     eos, bos = model.token_id(EOS[name]), model.token_id(BOS[name])
     lm = tiny_model(model.vocab_size, bos, eos)
-    kw = FORMS[form]
+    kw = dict(FORMS[form])
+    lazy = kw.pop("lazy", False)
     failures = []
     for rname, pattern in catalogue.six().items():
-        decoder = pipeline.build(model, pattern, **kw).decoder()
+        decoder = constraint.lazy(model, pattern) if lazy else pipeline.build(model, pattern, **kw).decoder()
         taste = Taste(pipeline.build(model, model_text(name, pattern, kw["canonical"])).fst, model.vocab_size, eos)
         try:
             samples = generate(lm, [bos], decoder, eos_token_id=eos, do_sample=True, max_new_tokens=64,
@@ -222,8 +224,9 @@ def test_bench_logits_table(tokenizer):
     res = logits_table([("gpt2", str(tokenizer.path("gpt2")), False)], {"cities": catalogue.FOUNDATION["cities"]},
                        1, lambda message: None)
     [table] = res.tables
-    assert [r["constraint"] for r in table.rows] == ["agnostic", "canonical"]
+    assert [(r["constraint"], r["form"]) for r in table.rows] == [("agnostic", "materialized"),
+                                                                  ("canonical", "materialized"), ("agnostic", "lazy")]
     for row in table.rows:
-        assert row["form"] == "materialized" and 2 <= row["tokens"] <= 8  # a city and EOS
+        assert 2 <= row["tokens"] <= 8  # a city and EOS
         assert all(row[k]["status"] == "ok" for k in ("unconstrained", "constrained", "processor"))
     assert [c["passed"] for c in res.checks] == [True]

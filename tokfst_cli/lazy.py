@@ -34,6 +34,7 @@ from .regex import ByteAutomaton
 from .tokenizer import TokenizerModel
 from .trie import MAX_CELLS, TokenTrie, label_dfa, trie_for
 
+MASK_BUDGET = 64 << 20  # bytes of packed masks kept per decoder (past it the oldest are made again on use)
 _DFA = pynini.I_DETERMINISTIC | pynini.NO_EPSILONS | pynini.ACCESSIBLE | pynini.COACCESSIBLE | pynini.UNWEIGHTED
 
 
@@ -102,7 +103,7 @@ def _deterministic(a: pynini.Fst) -> pynini.Fst:
 class LazyDecoder(Steps):
     """The agnostic token automaton of a byte automaton, expanded per state on first use (module
     docstring). States are A's state ids; ``bitmask(state)`` is made once per state and shared
-    (read-only); ``visited`` counts the states expanded so far."""
+    (read-only), the last ones kept within MASK_BUDGET bytes; ``visited`` counts the masks kept."""
 
     def __init__(self, model: TokenizerModel, automaton: ByteAutomaton | pynini.Fst, cache: bool = True):
         fst = automaton.fst if isinstance(automaton, ByteAutomaton) else automaton
@@ -133,8 +134,9 @@ class LazyDecoder(Steps):
             raise LimitError("A's table over T's labels", "max_cells", MAX_CELLS, cells, unit="cells")
         self.model, self.vocab_size, self.start = model, model.vocab_size, int(arrays.start)
         self._delta, self._final = delta, arrays.final.astype(bool).tolist()
-        self._words: dict[int, np.ndarray] = {}
+        self._words: dict[int, np.ndarray] = {}  # state -> its packed mask, oldest first
         self._nwords = (self.vocab_size + 31) // 32
+        self._keep = max(1, MASK_BUDGET // (4 * self._nwords))
         self._stack_node = np.empty(trie.states + 1, np.int32)
         self._stack_state = np.empty(trie.states + 1, np.int32)
         self._k, self._t = _kernels(), layout(model, trie)
@@ -158,6 +160,8 @@ class LazyDecoder(Steps):
             words = np.zeros(self._nwords, np.uint32)
             self._k.reach_from(state, t.root, t.lo, t.hi, t.column, t.token, t.next, self._delta, words,
                                self._stack_node, self._stack_state)
+            if len(self._words) >= self._keep:  # the oldest mask goes: memory stays within MASK_BUDGET
+                del self._words[next(iter(self._words))]
             got = self._words[state] = words.view("<i4")
             got.flags.writeable = False
         return got

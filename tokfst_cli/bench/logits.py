@@ -4,7 +4,8 @@ Per tokenizer, a tiny randomly initialized GPT-2-architecture model over its voc
 (:func:`tokfst_cli.logits.tiny_model`: 1 layer, 32 dimensions; nothing is downloaded), prompted
 with BOS, samples (``do_sample=True``, ``max_new_tokens`` 32, one sequence per call). Per regex
 and constraint (agnostic, and canonical: ``pipeline.build`` with the default limits, so
-materialized or factorized as ``promote --format index`` would write it), each timed run is a
+materialized or factorized as ``promote --format index`` would write it; and the agnostic lazy
+decoder, ``constraint.lazy``, made afresh for every run so its masks are made while generating), each timed run is a
 constrained ``generate`` with :class:`tokfst_cli.logits.ConstraintLogitsProcessor` (n tokens,
 EOS included), then an unconstrained one of at most n tokens from the same model: the time per
 generated token of both, their difference (the overhead), and the processor's own time per
@@ -15,6 +16,7 @@ share small, so the overhead stands out; a real model adds its forward pass to b
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 
 from .. import catalogue
 from . import common
@@ -24,7 +26,7 @@ MAX_NEW_TOKENS = 32
 THREADS = 1  # torch's intra-op threads while measuring
 ENDS = ("</s>", "<|endoftext|>", "<|end_of_text|>", "<eos>", "[SEP]")
 BEGINS = ("<s>", "<|begin_of_text|>", "<bos>", "[CLS]")
-CONSTRAINTS = {"agnostic": False, "canonical": True}
+CONSTRAINTS = ("agnostic", "canonical", "lazy")
 
 
 def default_regexes() -> dict[str, str]:
@@ -52,25 +54,38 @@ def timed_generate(lm, prompt: list[int], constraint, eos: int, max_new: int) ->
     return t, min(len(ids) + 1, max_new)
 
 
-def regex_row(lm, model, name: str, pattern: str, canonical: bool, runs: int) -> dict:
+def decoders(model, pattern: str, kind: str) -> tuple[str, Callable[[], object]]:
+    """(form, a function giving the decoder of a run): the promoted constraint's one decoder, or a
+    new lazy decoder per run (no mask made yet)."""
+    from .. import pipeline
+
+    if kind == "lazy":
+        from ..lazy import LazyDecoder
+        from ..regex import compile_regex
+
+        a = compile_regex(pattern)
+        return "lazy", lambda: LazyDecoder(model, a)
+    result = pipeline.build(model, pattern, canonical=kind == "canonical")
+    decoder = result.decoder()
+    return "materialized" if result.materialized else "factorized", lambda: decoder
+
+
+def regex_row(lm, model, name: str, pattern: str, kind: str, runs: int) -> dict:
     """One row: ``runs`` timed pairs (constrained, unconstrained) after one untimed pair."""
     import torch
 
-    from .. import pipeline
     from ..logits import ConstraintLogitsProcessor
     from ..matcher import DeadEnd
 
     bos, eos = special_ids(model)
-    result = pipeline.build(model, pattern, canonical=canonical)
+    form, fresh = decoders(model, pattern, kind)
     row = {"tokenizer": name, "regex": pattern if len(pattern) <= 30 else pattern[:29] + "…",
-           "constraint": "canonical" if canonical else "agnostic",
-           "form": "materialized" if result.materialized else "factorized"}
-    decoder = result.decoder()
+           "constraint": "canonical" if kind == "canonical" else "agnostic", "form": form}
     cons, free, over, proc_t, lengths = [], [], [], [], []
     try:
         for i in range(runs + 1):
             torch.manual_seed(i)
-            proc = ConstraintLogitsProcessor(decoder, eos_token_id=eos)
+            proc = ConstraintLogitsProcessor(fresh(), eos_token_id=eos)
             tc, n = timed_generate(lm, [bos], proc, eos, MAX_NEW_TOKENS)
             tu, nu = timed_generate(lm, [bos], None, eos, n)
             if i == 0:
@@ -112,9 +127,9 @@ def logits_table(tokenizers: list[tuple[str, str, bool]], regexes: dict[str, str
             bos, eos = special_ids(model)
             lm = tiny_model(model.vocab_size, bos, eos)
             for rname, pattern in regexes.items():
-                for kind, canonical in CONSTRAINTS.items():
+                for kind in CONSTRAINTS:
                     progress(f"logits: {name}: {rname} ({kind}), {runs} runs")
-                    row = regex_row(lm, model, name, pattern, canonical, runs)
+                    row = regex_row(lm, model, name, pattern, kind, runs)
                     table.rows.append(row)
                     if row["tokens"] is None:
                         dead.append(f"{name} {rname} {kind}: {row.pop('error')}")
@@ -131,7 +146,9 @@ def logits_table(tokenizers: list[tuple[str, str, bool]], regexes: dict[str, str
         "32 dimensions): its forward pass is small, so the overhead stands out; torch's multinomial over the "
         "whole vocabulary is most of the unconstrained time.",
         "form: the canonical constraint as pipeline.build makes it with the default limits (materialized, or "
-        "factorized past max_arcs); a dead end (an empty mask at a non-final state) is an error cell.",
+        "factorized past max_arcs); a dead end (an empty mask at a non-final state) is an error cell. lazy: the "
+        "agnostic constraint.lazy decoder, a new one per run (each state's mask made when generation first "
+        "reaches it).",
     ]
     res.tables.append(table)
     res.check("logits: no dead end met while generating", not dead, "; ".join(dead))
