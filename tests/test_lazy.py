@@ -131,6 +131,16 @@ def test_lazy_refusals(tokenizer):
     assert e.value.hint == "lazy-bytes"
     with pytest.raises(InputError, match="token-level groups"):
         lazy.decoder(tokenizer("gpt2"), "a(?P<TEXT_TOKEN>)b")
+    import pynini
+
+    big = pynini.Fst()  # a label past the bytes
+    big.add_states(2)
+    big.set_start(0)
+    big.set_final(1)
+    big.add_arc(0, pynini.Arc(300, 300, 0, 1))
+    for bad in (pynini.accep("ab", weight=2.0), pynini.cross("a", "b"), big):
+        with pytest.raises(InputError, match="unweighted byte acceptors"):
+            lazy.decoder(tokenizer("gpt2"), automaton=bad)
     for kwargs in ({}, {"pattern": "a", "schema": {}}):
         with pytest.raises(InputError, match="exactly one"):
             lazy.decoder(tokenizer("gpt2"), **kwargs)

@@ -4,9 +4,10 @@ state -> token mask index, filled on first use).
 
 For a deterministic byte DFA A, the token states of rmepsilon(PROJ(A o T)) are A's states, and
 token v leads from q to delta*(q, surface(v)) (``trie``). :class:`LazyDecoder` builds nothing up
-front: the mask at q is one depth-first run of A over T's trie from q (a compiled kernel,
-``trie_kernels``; a pair whose byte A cannot read is cut with its subtree), kept per state as
-packed words; ``advance`` runs the token's surface through A's table.
+front: the mask at q is one run of A over T's trie from q (a compiled kernel over the trie
+flattened in depth-first preorder, ``trie_kernels``; a node whose byte A cannot read is skipped
+with its subtree), kept per state as packed words; ``advance`` runs the token's surface through
+A's table.
 
 No dead ends (issue #12): A is trimmed first, and every single byte is a token (the trie's
 ``all_bytes``: byte-level BPE, byte fallback), so from every state of A some token sequence
@@ -46,17 +47,16 @@ def _kernels():
 
 @dataclass(frozen=True)
 class Layout:
-    """T's trie for the walk kernels: inner states renumbered in depth-first preorder (a live
-    subtree is read in order), int32 arrays (half the memory traffic), and each token's surface
-    as label columns (CSR by token id: ``cols[ptr[t]:ptr[t + 1]]``)."""
+    """T's trie flattened for the walk (``trie_kernels.flatten``): its prefix nodes in depth-first
+    preorder with their label column, depth, subtree size and tokens (CSR ``tptr``/``toks``),
+    int32; and each token's surface as label columns (CSR by token id: ``cols[ptr[t]:ptr[t + 1]]``)."""
 
     trie: TokenTrie
-    root: int
-    lo: np.ndarray
-    hi: np.ndarray
-    column: np.ndarray
-    token: np.ndarray
-    next: np.ndarray
+    col: np.ndarray
+    depth: np.ndarray
+    size: np.ndarray
+    tptr: np.ndarray
+    toks: np.ndarray
     ptr: np.ndarray
     cols: np.ndarray
 
@@ -67,20 +67,13 @@ def layout(model: TokenizerModel, trie: TokenTrie) -> Layout:
     if got is not None and got.trie is trie:
         return got
     k = _kernels()
-    order, parent, parent_col, depth = k.preorder(trie.root, trie.lo, trie.hi, trie.column, trie.token, trie.next)
-    new_id = np.zeros(trie.states, np.int64)
-    new_id[order] = np.arange(len(order))
-    deg = (trie.hi - trie.lo)[order]
-    hi = np.cumsum(deg)
-    arc = np.repeat(trie.lo[order] - hi + deg, deg) + np.arange(int(deg.sum()))
-    token = trie.token[arc]
-    nxt = np.where(token < 0, new_id[np.where(token < 0, trie.next[arc], 0)], 0)
-    i32 = lambda x: np.ascontiguousarray(x, np.int32)  # noqa: E731
+    src = np.repeat(np.arange(trie.states), trie.hi - trie.lo)
+    order = np.lexsort((trie.column, src))  # each state's arcs by column: a run of one column, one prefix node
+    col, depth, size, tptr, toks = k.flatten(trie.root, trie.lo, trie.hi, trie.column[order], trie.token[order],
+                                             trie.next[order])
     ptr = np.zeros(model.vocab_size + 1, np.int64)
-    cols = k.token_paths(trie.root, trie.lo, trie.hi, trie.column, trie.token, parent, parent_col, depth,
-                         model.vocab_size, ptr)
-    got = model.__dict__["_lazy_layout"] = Layout(trie, int(new_id[trie.root]), i32(hi - deg), i32(hi),
-                                                  i32(trie.column[arc]), i32(token), i32(nxt), ptr, i32(cols))
+    cols = k.token_paths(col, depth, tptr, toks, model.vocab_size, ptr)
+    got = model.__dict__["_lazy_layout"] = Layout(trie, col, depth, size, tptr, toks, ptr, cols)
     return got
 
 
@@ -125,8 +118,8 @@ class LazyDecoder(Steps):
                              f"{model.source} does not, so some states would be dead ends",
                              "promote instead (pipeline.build(...).decoder()), which trims them", hint="lazy-bytes")
         arrays = fst_arrays(a)
-        if (arrays.ilabel > 256).any():
-            raise InputError("the lazy decoder reads byte automata (labels 1-256)",
+        if arrays.weighted or (arrays.ilabel != arrays.olabel).any() or (arrays.ilabel > 256).any():
+            raise InputError("the lazy decoder reads unweighted byte acceptors (labels 1-256)",
                              "give the byte DFA of a regex or a schema", hint="lazy-labels")
         delta = label_dfa(arrays, trie, deterministic=True)
         if delta is None:
@@ -137,9 +130,8 @@ class LazyDecoder(Steps):
         self._words: dict[int, np.ndarray] = {}  # state -> its packed mask, oldest first
         self._nwords = (self.vocab_size + 31) // 32
         self._keep = max(1, MASK_BUDGET // (4 * self._nwords))
-        self._stack_node = np.empty(trie.states + 1, np.int32)
-        self._stack_state = np.empty(trie.states + 1, np.int32)
         self._k, self._t = _kernels(), layout(model, trie)
+        self._at = np.empty(int(self._t.depth.max(initial=0)) + 1, np.int32)  # the walk's state per depth
 
     @property
     def visited(self) -> int:
@@ -158,8 +150,7 @@ class LazyDecoder(Steps):
                 raise DisallowedTokenError(-1, state)
             t = self._t
             words = np.zeros(self._nwords, np.uint32)
-            self._k.reach_from(state, t.root, t.lo, t.hi, t.column, t.token, t.next, self._delta, words,
-                               self._stack_node, self._stack_state)
+            self._k.reach_from(state, t.col, t.depth, t.size, t.tptr, t.toks, self._delta, words, self._at)
             if len(self._words) >= self._keep:  # the oldest mask goes: memory stays within MASK_BUDGET
                 del self._words[next(iter(self._words))]
             got = self._words[state] = words.view("<i4")

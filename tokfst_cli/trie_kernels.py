@@ -1,13 +1,14 @@
 """The compiled kernels of ``lazy`` (numba, cached on disk like ``bitset_kernels``): A's byte DFA
-run over T's trie (``trie.TokenTrie``) from one state of A, depth first.
+run over T's trie (``trie.TokenTrie``) from one state of A.
 
-- ``reach_from``: every token whose surface A reads from state q, as set bits of a packed mask
-  (bit ``t % 32`` of word ``t // 32``); a pair (trie node, state of A) whose byte A cannot read
-  is cut with its subtree, so the work is the live part of the trie;
-- ``preorder``: T's inner states in depth-first preorder, so that a walk over a live subtree
-  reads the arrays in order;
-- ``token_paths``: each token's surface as T's label columns, root to leaf (CSR by token id);
-- ``run``: the state of A after a token's surface from q (-1: A cannot read it).
+T's trie is first flattened (``flatten``) into its *prefix nodes* in depth-first preorder: one
+node per distinct proper or whole prefix of a token's surface, with the label column of its last
+byte, its depth, the size of its subtree and the tokens whose surface it is. A walk from state
+q (``reach_from``) is then one pass over those arrays in order, no stack: a node's state is
+delta(state of its parent's depth, its column); a node whose byte A cannot read is skipped with
+its whole subtree (the next ``size`` nodes); the tokens of every other node are set in a packed
+mask (bit ``t % 32`` of word ``t // 32``). ``token_paths`` gives each token's columns (for
+``run``: the state of A after a token's surface from q, -1 where A cannot read it).
 
 Imported lazily by ``lazy``: importing numba loads LLVM (about 0.5 s)."""
 
@@ -18,80 +19,97 @@ import numpy as np
 from .bitset_kernels import jit_all
 
 
-def _reach_from(q, root, lo, hi, column, token, nxt, delta, words, stack_node, stack_state):  # pragma: no cover
-    dead = delta.shape[0] - 1
-    stack_node[0] = root
-    stack_state[0] = q
-    top = 1
-    count = 0
-    while top > 0:
-        top -= 1
-        u = stack_node[top]
-        s = stack_state[top]
-        for a in range(lo[u], hi[u]):
-            s2 = delta[s, column[a]]
-            if s2 == dead:
-                continue
-            t = token[a]
-            if t >= 0:  # a token's last byte (T returns to its root)
-                words[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
-                count += 1
-            else:  # each node of the trie is entered at most once per walk: the stack holds them all
-                stack_node[top] = nxt[a]
-                stack_state[top] = s2
+def _flatten(root, lo, hi, column, token, nxt):  # pragma: no cover
+    """(col, depth, size, tptr, toks) of the prefix nodes in preorder (arcs of each state sorted by
+    column: a run of one column is one prefix node, its inner arc leads to the node's children)."""
+    m = column.shape[0]
+    col = np.empty(m, np.int32)
+    depth = np.empty(m, np.int32)
+    parent = np.empty(m, np.int64)
+    owner = np.empty(m, np.int64)  # per token arc: its prefix node
+    toks = np.empty(m, np.int32)
+    nt = 0
+    s_lo = np.empty(m + 1, np.int64)  # the stack: runs of arcs (one column), their depth and parent node
+    s_hi = np.empty(m + 1, np.int64)
+    s_d = np.empty(m + 1, np.int32)
+    s_p = np.empty(m + 1, np.int64)
+    top, n = 0, 0
+    child, d, v = root, 0, -1  # the root's runs first, as if it were the child of a node at depth 0
+    while True:
+        if child >= 0:  # the child's runs, pushed last first: popped in column order
+            a = hi[child]
+            while a > lo[child]:
+                b = a - 1
+                while b > lo[child] and column[b - 1] == column[a - 1]:
+                    b -= 1
+                s_lo[top], s_hi[top], s_d[top], s_p[top] = b, a, d + 1, v
                 top += 1
+                a = b
+        if top == 0:
+            break
+        top -= 1
+        a0, a1, d, p = s_lo[top], s_hi[top], s_d[top], s_p[top]
+        v = n
+        n += 1
+        col[v], depth[v], parent[v] = column[a0], d, p
+        child = -1
+        for a in range(a0, a1):
+            if token[a] >= 0:
+                owner[nt], toks[nt] = v, token[a]
+                nt += 1
+            else:
+                child = nxt[a]
+    size = np.ones(n, np.int32)
+    for v in range(n - 1, -1, -1):
+        if parent[v] >= 0:
+            size[parent[v]] += size[v]
+    tptr = np.zeros(n + 1, np.int32)
+    for i in range(nt):
+        tptr[owner[i] + 1] += 1
+    for v in range(n):
+        tptr[v + 1] += tptr[v]
+    return col[:n].copy(), depth[:n].copy(), size, tptr, toks[:nt].copy()
+
+
+def _reach_from(q, col, depth, size, tptr, toks, delta, words, at):  # pragma: no cover
+    """Sets in ``words`` the tokens A reads from q; ``at`` (T's depth + 1) holds a state per depth."""
+    dead = delta.shape[0] - 1
+    at[0] = q
+    n = col.shape[0]
+    v = 0
+    count = 0
+    while v < n:
+        d = depth[v]
+        s = delta[at[d - 1], col[v]]
+        if s == dead:
+            v += size[v]
+            continue
+        at[d] = s
+        for i in range(tptr[v], tptr[v + 1]):
+            t = toks[i]
+            words[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+            count += 1
+        v += 1
     return count
 
 
-def _preorder(root, lo, hi, column, token, nxt):  # pragma: no cover
-    """T's inner states in depth-first preorder, and per state its parent, the column of the arc
-    from it and its depth."""
-    n = lo.shape[0]
-    order = np.empty(n, np.int64)
-    parent = np.full(n, -1, np.int64)
-    parent_col = np.full(n, -1, np.int64)
-    depth = np.zeros(n, np.int64)
-    pos = 0
-    stack = np.empty(n, np.int64)
-    stack[0] = root
-    top = 1
-    while top > 0:
-        top -= 1
-        u = stack[top]
-        order[pos] = u
-        pos += 1
-        for a in range(hi[u] - 1, lo[u] - 1, -1):  # children pushed last first: visited in arc order
-            if token[a] < 0:
-                v = nxt[a]
-                parent[v], parent_col[v], depth[v] = u, column[a], depth[u] + 1
-                stack[top] = v
-                top += 1
-    return order[:pos], parent, parent_col, depth
-
-
-def _token_paths(root, lo, hi, column, token, parent, parent_col, depth, vocab, ptr):  # pragma: no cover
-    """Fills ``ptr`` (vocab + 1, zeros) with the offsets of each token's columns (``_preorder``'s
-    parents and depths); returns the columns."""
-    for u in range(lo.shape[0]):
-        for a in range(lo[u], hi[u]):
-            t = token[a]
-            if 0 <= t < vocab:
-                ptr[t + 1] = depth[u] + 1
+def _token_paths(col, depth, tptr, toks, vocab, ptr):  # pragma: no cover
+    """Fills ``ptr`` (vocab + 1, zeros) with the offsets of each token's columns; returns the columns."""
+    n = col.shape[0]
+    for v in range(n):
+        for i in range(tptr[v], tptr[v + 1]):
+            if toks[i] < vocab:
+                ptr[toks[i] + 1] = depth[v]
     for t in range(vocab):
         ptr[t + 1] += ptr[t]
-    cols = np.empty(ptr[vocab], np.int64)
-    for u in range(lo.shape[0]):
-        for a in range(lo[u], hi[u]):
-            t = token[a]
-            if not 0 <= t < vocab:
-                continue
-            i = ptr[t + 1] - 1
-            cols[i] = column[a]
-            v = u
-            while v != root:
-                i -= 1
-                cols[i] = parent_col[v]
-                v = parent[v]
+    cols = np.empty(ptr[vocab], np.int32)
+    path = np.empty(int(depth.max()) + 1 if n else 1, np.int32)
+    for v in range(n):
+        path[depth[v]] = col[v]
+        for i in range(tptr[v], tptr[v + 1]):
+            t = toks[i]
+            if t < vocab:
+                cols[ptr[t]:ptr[t + 1]] = path[1:depth[v] + 1]
     return cols
 
 
@@ -108,4 +126,4 @@ def _run(q, t, ptr, cols, delta):  # pragma: no cover
     return s
 
 
-(reach_from, preorder, token_paths, run), CACHED = jit_all(_reach_from, _preorder, _token_paths, _run)
+(flatten, reach_from, token_paths, run), CACHED = jit_all(_flatten, _reach_from, _token_paths, _run)
