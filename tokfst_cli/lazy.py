@@ -28,12 +28,12 @@ from typing import Any
 import numpy as np
 import pynini
 
-from .artifacts import fst_arrays
+from .artifacts import FstArrays, fst_arrays
 from .errors import DisallowedTokenError, EmptyLanguageError, InputError, LimitError
 from .matcher import Steps
 from .regex import ByteAutomaton
 from .tokenizer import TokenizerModel
-from .trie import MAX_CELLS, TokenTrie, label_dfa, trie_for
+from .trie import MAX_CELLS, TokenTrie, trie_for
 
 MASK_BUDGET = 64 << 20  # bytes of packed masks kept per decoder (past it the oldest are made again on use)
 _DFA = pynini.I_DETERMINISTIC | pynini.NO_EPSILONS | pynini.ACCESSIBLE | pynini.COACCESSIBLE | pynini.UNWEIGHTED
@@ -83,6 +83,41 @@ def layout_for(model: TokenizerModel, cache: bool = True) -> Layout | None:
     return layout(model, trie) if trie is not None else None
 
 
+def class_table(a: FstArrays, trie: TokenTrie, max_cells: int = MAX_CELLS) -> tuple[np.ndarray, np.ndarray]:
+    """A's transitions (A deterministic) as an int32 table (states + 1) x classes, and the class
+    of each of T's label columns. Labels that A cannot tell apart (from every state both lead to
+    the same state, or nowhere) are one class: a JSON Schema's DFA reads a few dozen classes of
+    bytes, not 256. Class 0 and the extra row are dead (labels A never reads; no state).
+    LimitError past ``max_cells`` cells of the table, checked before it is built."""
+    n, width = len(a.final), len(trie.labels)
+    column_of = np.full(258, -1, np.int64)  # A's labels are bytes + 1 (checked by the caller)
+    small = trie.labels <= 257
+    column_of[trie.labels[small]] = np.flatnonzero(small)
+    col = column_of[a.ilabel]
+    read = col >= 0
+    src, nxt, col = a.src[read], a.nextstate[read], col[read]
+    order = np.argsort(col.astype(np.uint16), kind="stable")  # arcs come by state: (column, state) order, radix
+    src, nxt, col = src[order], nxt[order], col[order]
+    bounds = np.flatnonzero(np.r_[True, col[1:] != col[:-1], True]) if len(col) else np.zeros(1, np.int64)
+    pairs = np.stack([src, nxt], 1)
+    cls = np.zeros(width, np.int32)
+    first: dict[bytes, int] = {}  # a column's arcs -> its class
+    reps = []  # per class past 0: the arcs of its first column
+    for i, j in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        k = first.setdefault(pairs[i:j].tobytes(), len(first) + 1)
+        if k > len(reps):
+            reps.append((i, j))
+        cls[col[i]] = k
+    cells = (n + 1) * (len(reps) + 1)
+    if cells > max_cells:
+        raise LimitError("A's table over its classes of bytes", "max_cells", max_cells, cells, unit="cells",
+                         at_least=False)
+    delta = np.full((n + 1, len(reps) + 1), n, np.int32)
+    for k, (i, j) in enumerate(reps, 1):
+        delta[src[i:j], k] = nxt[i:j]
+    return delta, cls
+
+
 def _deterministic(a: pynini.Fst) -> pynini.Fst:
     """A as a trim, epsilon-free, deterministic unweighted acceptor (a copy where it is not one)."""
     if a.properties(_DFA, False) == _DFA or a.properties(_DFA, True) == _DFA:  # known bits first: testing reads every arc
@@ -121,12 +156,9 @@ class LazyDecoder(Steps):
         if arrays.weighted or (arrays.ilabel != arrays.olabel).any() or (arrays.ilabel > 256).any():
             raise InputError("the lazy decoder reads unweighted byte acceptors (labels 1-256)",
                              "give the byte DFA of a regex or a schema", hint="lazy-labels")
-        delta = label_dfa(arrays, trie, deterministic=True)
-        if delta is None:
-            cells = (len(arrays.final) + 1) * len(trie.labels)
-            raise LimitError("A's table over T's labels", "max_cells", MAX_CELLS, cells, unit="cells")
+        self._delta, self._cls = class_table(arrays, trie)
         self.model, self.vocab_size, self.start = model, model.vocab_size, int(arrays.start)
-        self._delta, self._final = delta, arrays.final.astype(bool).tolist()
+        self._final = arrays.final.astype(bool).tolist()
         self._words: dict[int, np.ndarray] = {}  # state -> its packed mask, oldest first
         self._nwords = (self.vocab_size + 31) // 32
         self._keep = max(1, MASK_BUDGET // (4 * self._nwords))
@@ -150,7 +182,7 @@ class LazyDecoder(Steps):
                 raise DisallowedTokenError(-1, state)
             t = self._t
             words = np.zeros(self._nwords, np.uint32)
-            self._k.reach_from(state, t.col, t.depth, t.size, t.tptr, t.toks, self._delta, words, self._at)
+            self._k.reach_from(state, t.col, t.depth, t.size, t.tptr, t.toks, self._delta, self._cls, words, self._at)
             if len(self._words) >= self._keep:  # the oldest mask goes: memory stays within MASK_BUDGET
                 del self._words[next(iter(self._words))]
             got = self._words[state] = words.view("<i4")
@@ -170,7 +202,7 @@ class LazyDecoder(Steps):
         words = self.bitmask(state)
         if not (int(words[token >> 5]) >> (token & 31)) & 1:
             raise DisallowedTokenError(token, state)
-        return int(self._k.run(state, token, self._t.ptr, self._t.cols, self._delta))
+        return int(self._k.run(state, token, self._t.ptr, self._t.cols, self._delta, self._cls))
 
     def is_final(self, state: int) -> bool:
         return 0 <= state < len(self._final) and self._final[state]

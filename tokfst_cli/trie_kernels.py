@@ -5,7 +5,7 @@ T's trie is first flattened (``flatten``) into its *prefix nodes* in depth-first
 node per distinct proper or whole prefix of a token's surface, with the label column of its last
 byte, its depth, the size of its subtree and the tokens whose surface it is. A walk from state
 q (``reach_from``) is then one pass over those arrays in order, no stack: a node's state is
-delta(state of its parent's depth, its column); a node whose byte A cannot read is skipped with
+delta(state of its parent's depth, the class of its column); a node whose byte A cannot read is skipped with
 its whole subtree (the next ``size`` nodes); the tokens of every other node are set in a packed
 mask (bit ``t % 32`` of word ``t // 32``). ``token_paths`` gives each token's columns (for
 ``run``: the state of A after a token's surface from q, -1 where A cannot read it).
@@ -71,8 +71,9 @@ def _flatten(root, lo, hi, column, token, nxt):  # pragma: no cover
     return col[:n].copy(), depth[:n].copy(), size, tptr, toks[:nt].copy()
 
 
-def _reach_from(q, col, depth, size, tptr, toks, delta, words, at):  # pragma: no cover
-    """Sets in ``words`` the tokens A reads from q; ``at`` (T's depth + 1) holds a state per depth."""
+def _reach_from(q, col, depth, size, tptr, toks, delta, cls, words, at):  # pragma: no cover
+    """Sets in ``words`` the tokens A reads from q (``delta``: A's table over the classes ``cls`` of
+    T's columns); ``at`` (T's depth + 1) holds a state per depth."""
     dead = delta.shape[0] - 1
     at[0] = q
     n = col.shape[0]
@@ -80,7 +81,7 @@ def _reach_from(q, col, depth, size, tptr, toks, delta, words, at):  # pragma: n
     count = 0
     while v < n:
         d = depth[v]
-        s = delta[at[d - 1], col[v]]
+        s = delta[at[d - 1], cls[col[v]]]
         if s == dead:
             v += size[v]
             continue
@@ -113,14 +114,14 @@ def _token_paths(col, depth, tptr, toks, vocab, ptr):  # pragma: no cover
     return cols
 
 
-def _run(q, t, ptr, cols, delta):  # pragma: no cover
+def _run(q, t, ptr, cols, delta, cls):  # pragma: no cover
     dead = delta.shape[0] - 1
     a, b = ptr[t], ptr[t + 1]
     if a == b:
         return -1
     s = q
     for i in range(a, b):
-        s = delta[s, cols[i]]
+        s = delta[s, cls[cols[i]]]
         if s == dead:
             return -1
     return s

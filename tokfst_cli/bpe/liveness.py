@@ -355,6 +355,19 @@ class _ClassRows:
         return cont & (cs[ptr[1:]] - cs[ptr[:-1]] < len(tokens))
 
 
+def distinct(keys: np.ndarray) -> np.ndarray:
+    """``np.unique`` of nonnegative keys: by marking a bool table where the keys' range is at most
+    a few times their number (no sort, no hash), else by sorting."""
+    if not len(keys):
+        return keys
+    top = int(keys.max()) + 1
+    if top > 4 * len(keys) + 1024:
+        return np.unique(keys)
+    seen = np.zeros(top, bool)
+    seen[keys] = True
+    return np.flatnonzero(seen)
+
+
 def _relevant_classes(arcs: Arcs, units: list, n_fb: int, nodes: int, word: Word, n_cls: int) -> dict[int, np.ndarray]:
     """Per state q of S: the classes of the tokens on arcs into q (a member at q has the class of
     the token that led there), sorted. Only these columns of q's table rows are ever read."""
@@ -368,7 +381,7 @@ def _relevant_classes(arcs: Arcs, units: list, n_fb: int, nodes: int, word: Word
         cs.append(c[keep])
     if not qs:
         return {}
-    key = np.unique(np.concatenate(qs) * max(n_cls, 1) + np.concatenate(cs))
+    key = distinct(np.concatenate(qs) * max(n_cls, 1) + np.concatenate(cs))
     q, c = np.divmod(key, max(n_cls, 1))
     bounds = np.flatnonzero(np.r_[True, q[1:] != q[:-1], True])
     return {int(q[i]): c[i:j] for i, j in zip(bounds[:-1], bounds[1:])}
@@ -428,7 +441,7 @@ def compute(word: Word, arcs: Arcs, finals: np.ndarray, start: int, max_cells: i
         cs, fs, ns = word.after(cls, fb, node, labels)
         targets = set()
         gen = ns == DEAD
-        for k in np.unique(nexts[gen] * n_fb + fs[gen]).tolist():
+        for k in distinct(nexts[gen] * n_fb + fs[gen]).tolist():
             targets.add(unit("g", k))
         for q, f, k in zip(nexts[~gen].tolist(), fs[~gen].tolist(), ns[~gen].tolist()):
             targets.add(unit("s", (q * n_fb + f) * nodes + k))
@@ -445,7 +458,7 @@ def compute(word: Word, arcs: Arcs, finals: np.ndarray, start: int, max_cells: i
     row_of = {k: r for r, k in enumerate(gkeys.tolist())}
     rows = class_rows(imp, word, n_cls) if n_cls else None
     memo: dict[tuple[int, bytes], np.ndarray] = {}
-    subsets: dict[int, tuple] = {}
+    subsets: dict[bytes, tuple] = {}
 
     def generic_row(key: int, succ_ok, end_ok) -> np.ndarray:
         """The classes (and WHOLE) of unit (p, fb) that are live, given which successor members
@@ -460,9 +473,10 @@ def compute(word: Word, arcs: Arcs, finals: np.ndarray, start: int, max_cells: i
         sig = (p, tokens.tobytes())
         row = memo.get(sig)
         if row is None:
-            if p not in subsets and rows is not None:
-                subsets[p] = rows.subset(classes)
-            row = memo[sig] = rows.escape(tokens, classes, subsets[p]) if rows is not None else np.zeros(0, bool)
+            kept = classes.tobytes()  # states reached by the same classes share their rows' CSR
+            if kept not in subsets and rows is not None:
+                subsets[kept] = rows.subset(classes)
+            row = memo[sig] = rows.escape(tokens, classes, subsets[kept]) if rows is not None else np.zeros(0, bool)
         new = np.zeros(n_cls + 1, bool)
         new[classes] = row
         if end_ok(p, after):
