@@ -187,3 +187,26 @@ def test_lazy_table_classes_and_limit(tokenizer):
     with pytest.raises(LimitError) as e:
         lazy.class_table(arrays, trie_for(model), max_cells=(n + 1) * 3 - 1)
     assert e.value.value == (n + 1) * 3 and e.value.limit == "max_cells"
+
+
+@pytest.mark.parametrize("tok", ["gpt2", "llama2"])
+def test_lazy_subtree_shortcut_is_the_walk(tokenizer, tok):
+    """Where a state reads every column under a trie node back into itself, the node's whole
+    subtree is taken at once: the masks equal the full walk's (no state loops), at every state of
+    free text and of a schema's string fields (where states do loop)."""
+    model = tokenizer(tok)
+    schema = json.loads((SCHEMAS / "commitlintrc.json").read_text(encoding="utf-8"))
+    for dec in (lazy.decoder(model, r"[a-z]+( [a-z]+){0,3}"), lazy.decoder(model, schema=schema)):
+        plain = np.zeros_like(dec._loops)
+        t = dec._t
+        taken = 0
+        for q in range(dec.states):
+            a = np.zeros(dec._nwords, np.uint32)
+            b = np.zeros(dec._nwords, np.uint32)
+            n_a = dec._k.reach_from(q, t.col, t.depth, t.size, t.tptr, t.toks, t.below, dec._delta, dec._cls,
+                                    dec._loops, a, dec._at)
+            n_b = dec._k.reach_from(q, t.col, t.depth, t.size, t.tptr, t.toks, t.below, dec._delta, dec._cls,
+                                    plain, b, dec._at)
+            assert (a == b).all() and n_a == n_b, q
+            taken += bool(dec._loops[q].any())
+        assert taken

@@ -49,7 +49,8 @@ def _kernels():
 class Layout:
     """T's trie flattened for the walk (``trie_kernels.flatten``): its prefix nodes in depth-first
     preorder with their label column, depth, subtree size and tokens (CSR ``tptr``/``toks``),
-    int32; and each token's surface as label columns (CSR by token id: ``cols[ptr[t]:ptr[t + 1]]``)."""
+    int32, and the columns under each node (bits); and each token's surface as label columns
+    (CSR by token id: ``cols[ptr[t]:ptr[t + 1]]``)."""
 
     trie: TokenTrie
     col: np.ndarray
@@ -57,6 +58,7 @@ class Layout:
     size: np.ndarray
     tptr: np.ndarray
     toks: np.ndarray
+    below: np.ndarray  # (nodes, bit_words) uint64: the columns of the nodes under each node
     ptr: np.ndarray
     cols: np.ndarray
 
@@ -69,12 +71,29 @@ def layout(model: TokenizerModel, trie: TokenTrie) -> Layout:
     k = _kernels()
     src = np.repeat(np.arange(trie.states), trie.hi - trie.lo)
     order = np.lexsort((trie.column, src))  # each state's arcs by column: a run of one column, one prefix node
-    col, depth, size, tptr, toks = k.flatten(trie.root, trie.lo, trie.hi, trie.column[order], trie.token[order],
-                                             trie.next[order])
+    col, depth, size, tptr, toks, below = k.flatten(trie.root, trie.lo, trie.hi, trie.column[order],
+                                                    trie.token[order], trie.next[order], bit_words(trie))
     ptr = np.zeros(model.vocab_size + 1, np.int64)
     cols = k.token_paths(col, depth, tptr, toks, model.vocab_size, ptr)
-    got = model.__dict__["_lazy_layout"] = Layout(trie, col, depth, size, tptr, toks, ptr, cols)
+    got = model.__dict__["_lazy_layout"] = Layout(trie, col, depth, size, tptr, toks, below, ptr, cols)
     return got
+
+
+def bit_words(trie: TokenTrie) -> int:
+    """64-bit words of a set of T's label columns."""
+    return max(1, (len(trie.labels) + 63) // 64)
+
+
+def loop_columns(delta: np.ndarray, cls: np.ndarray, nbits: int) -> np.ndarray:
+    """Per state of A (rows of ``delta`` but the dead one), the columns it reads back into itself,
+    as bits (states, nbits) uint64."""
+    n = len(delta) - 1
+    stays = delta[:n] == np.arange(n, dtype=delta.dtype)[:, None]  # per state and class
+    out = np.zeros((n, nbits), np.uint64)
+    for c, k in enumerate(cls.tolist()):
+        if k:
+            out[:, c >> 6] |= stays[:, k].astype(np.uint64) << np.uint64(c & 63)
+    return out
 
 
 def layout_for(model: TokenizerModel, cache: bool = True) -> Layout | None:
@@ -163,6 +182,7 @@ class LazyDecoder(Steps):
         self._nwords = (self.vocab_size + 31) // 32
         self._keep = max(1, MASK_BUDGET // (4 * self._nwords))
         self._k, self._t = _kernels(), layout(model, trie)
+        self._loops = loop_columns(self._delta, self._cls, self._t.below.shape[1])
         self._at = np.empty(int(self._t.depth.max(initial=0)) + 1, np.int32)  # the walk's state per depth
 
     @property
@@ -182,7 +202,8 @@ class LazyDecoder(Steps):
                 raise DisallowedTokenError(-1, state)
             t = self._t
             words = np.zeros(self._nwords, np.uint32)
-            self._k.reach_from(state, t.col, t.depth, t.size, t.tptr, t.toks, self._delta, self._cls, words, self._at)
+            self._k.reach_from(state, t.col, t.depth, t.size, t.tptr, t.toks, t.below, self._delta, self._cls,
+                               self._loops, words, self._at)
             if len(self._words) >= self._keep:  # the oldest mask goes: memory stays within MASK_BUDGET
                 del self._words[next(iter(self._words))]
             got = self._words[state] = words.view("<i4")

@@ -7,7 +7,9 @@ byte, its depth, the size of its subtree and the tokens whose surface it is. A w
 q (``reach_from``) is then one pass over those arrays in order, no stack: a node's state is
 delta(state of its parent's depth, the class of its column); a node whose byte A cannot read is skipped with
 its whole subtree (the next ``size`` nodes); the tokens of every other node are set in a packed
-mask (bit ``t % 32`` of word ``t // 32``). ``token_paths`` gives each token's columns (for
+mask (bit ``t % 32`` of word ``t // 32``). Where the node's state reads every column under it
+back into itself (a free string's body, a word's letters), the whole subtree's tokens, which
+lie together in preorder, are set without walking it. ``token_paths`` gives each token's columns (for
 ``run``: the state of A after a token's surface from q, -1 where A cannot read it).
 
 Imported lazily by ``lazy``: importing numba loads LLVM (about 0.5 s)."""
@@ -18,10 +20,13 @@ import numpy as np
 
 from .bitset_kernels import jit_all
 
+SUBTREE = 8  # nodes under which a walk first tests whether A loops on every column of the subtree
 
-def _flatten(root, lo, hi, column, token, nxt):  # pragma: no cover
-    """(col, depth, size, tptr, toks) of the prefix nodes in preorder (arcs of each state sorted by
-    column: a run of one column is one prefix node, its inner arc leads to the node's children)."""
+
+def _flatten(root, lo, hi, column, token, nxt, nbits):  # pragma: no cover
+    """(col, depth, size, tptr, toks, below) of the prefix nodes in preorder (arcs of each state
+    sorted by column: a run of one column is one prefix node, its inner arc leads to the node's
+    children); ``below``: per node, the columns of the nodes under it, ``nbits`` 64-bit words."""
     m = column.shape[0]
     col = np.empty(m, np.int32)
     depth = np.empty(m, np.int32)
@@ -60,21 +65,29 @@ def _flatten(root, lo, hi, column, token, nxt):  # pragma: no cover
             else:
                 child = nxt[a]
     size = np.ones(n, np.int32)
+    below = np.zeros((n, nbits), np.uint64)
     for v in range(n - 1, -1, -1):
-        if parent[v] >= 0:
-            size[parent[v]] += size[v]
+        p = parent[v]
+        if p >= 0:
+            size[p] += size[v]
+            for w in range(nbits):
+                below[p, w] |= below[v, w]
+            below[p, col[v] >> 6] |= np.uint64(1) << np.uint64(col[v] & 63)
     tptr = np.zeros(n + 1, np.int32)
     for i in range(nt):
         tptr[owner[i] + 1] += 1
     for v in range(n):
         tptr[v + 1] += tptr[v]
-    return col[:n].copy(), depth[:n].copy(), size, tptr, toks[:nt].copy()
+    return col[:n].copy(), depth[:n].copy(), size, tptr, toks[:nt].copy(), below
 
 
-def _reach_from(q, col, depth, size, tptr, toks, delta, cls, words, at):  # pragma: no cover
+def _reach_from(q, col, depth, size, tptr, toks, below, delta, cls, loops, words, at):  # pragma: no cover
     """Sets in ``words`` the tokens A reads from q (``delta``: A's table over the classes ``cls`` of
-    T's columns); ``at`` (T's depth + 1) holds a state per depth."""
+    T's columns); ``at`` (T's depth + 1) holds a state per depth. ``loops``: per state of A, the
+    columns it reads back into itself; where they hold every column under a node (``below``),
+    every token of its subtree is read (each byte keeps the state): they are set at once."""
     dead = delta.shape[0] - 1
+    nbits = below.shape[1]
     at[0] = q
     n = col.shape[0]
     v = 0
@@ -86,11 +99,20 @@ def _reach_from(q, col, depth, size, tptr, toks, delta, cls, words, at):  # prag
             v += size[v]
             continue
         at[d] = s
-        for i in range(tptr[v], tptr[v + 1]):
+        end = v + 1
+        if size[v] >= SUBTREE:
+            inside = True
+            for w in range(nbits):
+                if below[v, w] & ~loops[s, w]:
+                    inside = False
+                    break
+            if inside:
+                end = v + size[v]
+        for i in range(tptr[v], tptr[end]):
             t = toks[i]
             words[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
             count += 1
-        v += 1
+        v = end
     return count
 
 
