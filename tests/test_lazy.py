@@ -122,7 +122,11 @@ def test_lazy_steps_and_matcher(tokenizer):
     assert (mt.bitmask() == mid).all()
     mt.rollback(1)
     assert (mt.bitmask() == before).all()
-    assert dec.visited >= len(ids)
+    seen = dec.visited
+    fresh = dec.initial()
+    for t in ids:  # advance runs the token through A's table: it makes no mask
+        fresh = dec.advance(fresh, t)
+    assert dec.visited == seen and dec.is_final(fresh)
 
 
 def test_lazy_refusals(tokenizer):
@@ -144,6 +148,18 @@ def test_lazy_refusals(tokenizer):
     for kwargs in ({}, {"pattern": "a", "schema": {}}):
         with pytest.raises(InputError, match="exactly one"):
             lazy.decoder(tokenizer("gpt2"), **kwargs)
+
+
+def test_lazy_determinization_is_bounded(tokenizer):
+    """A nondeterministic automaton given is determinized with a bound: past max_states, a
+    LimitError naming it, not the whole subset construction."""
+    import pynini
+
+    from tokfst_cli.errors import LimitError
+
+    nd = pynini.union(*(pynini.accep(w) for w in ["ab", "ac", "abc", "b", "bcd"]))
+    with pytest.raises(LimitError, match="byte DFA"):
+        lazy.LazyDecoder(tokenizer("gpt2"), nd, max_states=3)
 
 
 def test_lazy_nondeterministic_automaton(tokenizer):

@@ -16,8 +16,8 @@ reaches a final state and the masks are exactly those of the promoted, trimmed a
 are refused by name: their dead ends are found only by promoting every state
 (``pipeline.build``). Agnostic only: the canonical forms filter the promoted automaton.
 
-What it trades: ready at once (A's table over T's labels, no promotion, no limit on A o T's
-size), each first mask at a state paying a walk of the live part of the trie.
+What it trades: ready at once (A's table over its classes of bytes, no promotion, no limit on
+A o T's size), each first mask at a state paying a walk of the live part of the trie.
 """
 
 from __future__ import annotations
@@ -30,11 +30,13 @@ import pynini
 
 from .artifacts import FstArrays, fst_arrays
 from .errors import DisallowedTokenError, EmptyLanguageError, InputError, LimitError
-from .matcher import Steps
-from .regex import ByteAutomaton
+from .bitsets import WORD, words_for
+from .matcher import Steps, unpack
+from .regex import ByteAutomaton, determinize_bounded
 from .tokenizer import TokenizerModel
 from .trie import MAX_CELLS, TokenTrie, trie_for
 
+MAX_STATES = 1_000_000  # states of A's DFA when the automaton given must be determinized first
 MASK_BUDGET = 64 << 20  # bytes of packed masks kept per decoder (past it the oldest are made again on use)
 _DFA = pynini.I_DETERMINISTIC | pynini.NO_EPSILONS | pynini.ACCESSIBLE | pynini.COACCESSIBLE | pynini.UNWEIGHTED
 
@@ -137,14 +139,15 @@ def class_table(a: FstArrays, trie: TokenTrie, max_cells: int = MAX_CELLS) -> tu
     return delta, cls
 
 
-def _deterministic(a: pynini.Fst) -> pynini.Fst:
-    """A as a trim, epsilon-free, deterministic unweighted acceptor (a copy where it is not one)."""
+def _deterministic(a: pynini.Fst, max_states: int) -> pynini.Fst:
+    """A as a trim, epsilon-free, deterministic acceptor (a copy where it is not one), determinized
+    by ``regex``'s own step, which stops past ``max_states`` (LimitError)."""
     if a.properties(_DFA, False) == _DFA or a.properties(_DFA, True) == _DFA:  # known bits first: testing reads every arc
         return a
-    a = a.copy().rmepsilon()
-    if a.properties(pynini.I_DETERMINISTIC, True) != pynini.I_DETERMINISTIC:
-        a = pynini.determinize(a)
-    return a.connect()
+    d = determinize_bounded(a.copy(), max_states)
+    if d.num_states() > max_states:
+        raise LimitError("the lazy decoder's byte DFA", "max_states", max_states, remedy="simplify")
+    return d.connect()
 
 
 class LazyDecoder(Steps):
@@ -152,7 +155,8 @@ class LazyDecoder(Steps):
     docstring). States are A's state ids; ``bitmask(state)`` is made once per state and shared
     (read-only), the last ones kept within MASK_BUDGET bytes; ``visited`` counts the masks kept."""
 
-    def __init__(self, model: TokenizerModel, automaton: ByteAutomaton | pynini.Fst, cache: bool = True):
+    def __init__(self, model: TokenizerModel, automaton: ByteAutomaton | pynini.Fst, cache: bool = True,
+                 max_states: int = MAX_STATES):
         fst = automaton.fst if isinstance(automaton, ByteAutomaton) else automaton
         pattern = automaton.pattern if isinstance(automaton, ByteAutomaton) else "the automaton"
         if fst.input_symbols() is not None:
@@ -163,7 +167,7 @@ class LazyDecoder(Steps):
                 raise InputError(f"the lazy decoder does not expand token-level groups ({', '.join(kinds)})",
                                  "promote the pattern (pipeline.build), whose terminal labels carry them",
                                  hint="lazy-groups")
-        a = _deterministic(fst)
+        a = _deterministic(fst, max_states)
         if a.start() == pynini.NO_STATE_ID or a.num_states() == 0:
             raise EmptyLanguageError(f"{pattern!r} matches no string", "check the pattern")
         self.trie = trie = trie_for(model, cache=cache)
@@ -179,7 +183,7 @@ class LazyDecoder(Steps):
         self.model, self.vocab_size, self.start = model, model.vocab_size, int(arrays.start)
         self._final = arrays.final.astype(bool).tolist()
         self._words: dict[int, np.ndarray] = {}  # state -> its packed mask, oldest first
-        self._nwords = (self.vocab_size + 31) // 32
+        self._nwords = words_for(self.vocab_size)
         self._keep = max(1, MASK_BUDGET // (4 * self._nwords))
         self._k, self._t = _kernels(), layout(model, trie)
         self._loops = loop_columns(self._delta, self._cls, self._t.below.shape[1])
@@ -201,7 +205,7 @@ class LazyDecoder(Steps):
             if not 0 <= state < len(self._final):
                 raise DisallowedTokenError(-1, state)
             t = self._t
-            words = np.zeros(self._nwords, np.uint32)
+            words = np.zeros(self._nwords, WORD)
             self._k.reach_from(state, t.col, t.depth, t.size, t.tptr, t.toks, t.below, self._delta, self._cls,
                                self._loops, words, self._at)
             if len(self._words) >= self._keep:  # the oldest mask goes: memory stays within MASK_BUDGET
@@ -211,19 +215,20 @@ class LazyDecoder(Steps):
         return got
 
     def mask(self, state: int) -> np.ndarray:
-        bits = np.unpackbits(self.bitmask(state).view(np.uint8), bitorder="little")
-        return bits[:self.vocab_size].astype(bool)
+        return unpack(self.bitmask(state), self.vocab_size)
 
     def initial(self) -> int:
         return self.start
 
     def advance(self, state: int, token: int) -> int:
-        if not 0 <= token < self.vocab_size:
+        """The state after ``token``: its surface run through A's table, no mask made (A is trim and
+        every byte a token, so a token A reads is one of the mask's)."""
+        if not (0 <= token < self.vocab_size and 0 <= state < len(self._final)):
             raise DisallowedTokenError(token, state)
-        words = self.bitmask(state)
-        if not (int(words[token >> 5]) >> (token & 31)) & 1:
+        nxt = int(self._k.run(state, token, self._t.ptr, self._t.cols, self._delta, self._cls))
+        if nxt < 0:
             raise DisallowedTokenError(token, state)
-        return int(self._k.run(state, token, self._t.ptr, self._t.cols, self._delta, self._cls))
+        return nxt
 
     def is_final(self, state: int) -> bool:
         return 0 <= state < len(self._final) and self._final[state]

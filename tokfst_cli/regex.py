@@ -249,7 +249,7 @@ def flatten(node: ip._Repeated) -> tuple[object, int, int | None]:
 _DFA = pynini.I_DETERMINISTIC | pynini.NO_EPSILONS
 
 
-def _determinize(f: pynini.Fst, max_states: int) -> pynini.Fst:
+def determinize_bounded(f: pynini.Fst, max_states: int) -> pynini.Fst:
     """rmepsilon, then determinize stopping past ``max_states`` (skipped when already deterministic)."""
     if f.properties(_DFA, True) == _DFA:
         return f
@@ -289,7 +289,7 @@ class _Builder:
 
     def dfa(self, f: pynini.Fst, what: str) -> pynini.Fst:
         """The minimal DFA of ``f``; LimitError when determinizing goes past ``max_states``."""
-        d = _determinize(f, self.max_states)
+        d = determinize_bounded(f, self.max_states)
         if d.num_states() > self.max_states:
             raise LimitError(f"{what} in regex {self.pattern!r}", "max_states", self.max_states, remedy="simplify")
         report(d.num_states())
@@ -560,7 +560,7 @@ def compile_regex(pattern: str, max_states: int = 1_000_000, chain_check=None) -
     else:
         nfa = _Builder(pattern, max_states, chain_check=chain_check, root=_sole_repetition(tree),
                        groups=special).build(tree)
-    f = _determinize(nfa, max_states)
+    f = determinize_bounded(nfa, max_states)
     if f.num_states() > max_states:
         raise LimitError(f"the byte automaton of regex {pattern!r}", "max_states", max_states, remedy="simplify")
     f.connect().minimize()

@@ -130,11 +130,10 @@ EXACT_FROM = 64  # A's states past which walks from different states meet often:
 MAX_CELLS = 1 << 24  # A's states x T's labels past which A's table (4 bytes a cell) is not built: OpenFst composes
 
 
-def label_dfa(a: FstArrays, trie: TokenTrie, deterministic: bool = False) -> np.ndarray | None:
+def label_dfa(a: FstArrays, trie: TokenTrie) -> np.ndarray | None:
     """A's transitions on T's labels as an int32 table (states + 1) x labels, the extra row a
     dead state (A's other labels lead nowhere: T never reads them); None if A is not a
-    deterministic unweighted epsilon-free acceptor or its table passes MAX_CELLS
-    (``deterministic``: A is known to be one, not checked again)."""
+    deterministic unweighted epsilon-free acceptor or its table passes MAX_CELLS."""
     n, width = len(a.final), len(trie.labels)
     if a.weighted or (n + 1) * width > MAX_CELLS or (a.ilabel != a.olabel).any() or (a.ilabel == 0).any():
         return None
@@ -142,7 +141,7 @@ def label_dfa(a: FstArrays, trie: TokenTrie, deterministic: bool = False) -> np.
     col = np.clip(np.searchsorted(trie.labels, lab), 0, max(width - 1, 0))
     read = trie.labels[col] == lab if width else np.zeros(len(lab), bool)
     key = a.src[read].astype(np.int64) * width + col[read]
-    if not deterministic and (np.diff(np.sort(key)) == 0).any():  # two arcs on one label: not deterministic
+    if (np.diff(np.sort(key)) == 0).any():  # two arcs on one label: not deterministic
         return None
     delta = np.full((n + 1) * width, n, np.int32)
     delta[key] = a.nextstate[read]

@@ -215,3 +215,13 @@ def test_writing_a_factorized_artifact_does_not_load_numba():
             "d = r.decoder()\nd.bitmask(d.initial())\nprint('numba' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
     assert out.stdout.split() == ["False", "True"]
+
+
+@given(keys=st.lists(st.integers(0, 5000), max_size=300), spread=st.sampled_from([1, 10_000]))
+@settings(max_examples=60, deadline=None)
+def test_distinct_is_unique(keys, spread):
+    """liveness.distinct (a bool table for a narrow range, else a sort) is np.unique."""
+    from tokfst_cli.bpe.liveness import distinct
+
+    a = np.array(keys, np.int64) * spread
+    assert np.array_equal(distinct(a), np.unique(a))
