@@ -185,23 +185,24 @@ def test_lazy_masks_kept_within_the_budget(tokenizer, monkeypatch):
     assert (dec.bitmask(dec.initial()) == first).all()
 
 
-def test_lazy_table_classes_and_limit(tokenizer):
+def test_lazy_table_classes_and_limit():
     """A's table has one column per class of bytes A cannot tell apart (date: digits, '-', the
     rest dead); past max_cells it is refused with the table's own size, before it is built."""
+    from tokfst_cli import byte_table
     from tokfst_cli.artifacts import fst_arrays
     from tokfst_cli.errors import LimitError
     from tokfst_cli.regex import compile_regex
-    from tokfst_cli.trie import trie_for
 
-    model = tokenizer("gpt2")
     arrays = fst_arrays(compile_regex(SIX_REGEXES["date"]).fst)
-    delta, cls = lazy.class_table(arrays, trie_for(model))
+    table = byte_table.of_arrays(arrays, "date")
+    delta, cls = table.delta, table.label_class
     n = len(arrays.final)
     assert delta.shape == (n + 1, 3) and (delta[n] == n).all() and (delta[:, 0] == n).all()
-    digits = {int(cls[c]) for c in np.flatnonzero(np.isin(trie_for(model).labels, np.arange(49, 59)))}
-    assert len(digits) == 1 and int(cls[np.flatnonzero(trie_for(model).labels == ord("-") + 1)[0]]) not in digits | {0}
+    digits = {int(cls[b + 1]) for b in range(ord("0"), ord("9") + 1)}
+    assert len(digits) == 1 and int(cls[ord("-") + 1]) not in digits | {0}
+    assert {int(cls[b + 1]) for b in range(256) if not (48 <= b <= 57 or b == ord("-"))} == {0}
     with pytest.raises(LimitError) as e:
-        lazy.class_table(arrays, trie_for(model), max_cells=(n + 1) * 3 - 1)
+        byte_table.of_arrays(arrays, "date", max_cells=(n + 1) * 3 - 1)
     assert e.value.value == (n + 1) * 3 and e.value.limit == "max_cells"
 
 

@@ -245,6 +245,9 @@ def test_bench_ready_table(tmp_path):
     assert res.checks and all(c["passed"] for c in res.checks)
     for row, by_step in zip(main.rows, stages.rows):
         assert row["index"]["status"] == row["memory"]["status"] == "ok" and row["states"] >= 2
+        assert row["lazy"]["status"] == row["lazyfile"]["status"] in ("ok", "skipped")  # skipped: a tokenizer lacking bytes
+        if row["lazy"]["status"] == "ok":
+            assert any("loaded lazy artifact" in c["name"] for c in res.checks)
         assert all(row[k]["status"] in ("ok", "skipped", "error") for k in ("xgrammar", "llguidance", "outlines"))
         steps = [sum(by_step[k]["runs_s"][i] for k in ("a", "s", "export", "write", "load", "mask")) for i in range(3)]
         assert steps == pytest.approx(by_step["total"]["runs_s"])

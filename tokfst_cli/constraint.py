@@ -386,11 +386,13 @@ def _element_problem(index: dict) -> str | None:
 
 
 def load(path: str, tokenizer: TokenizerModel | str | None = None) -> Decoder:
-    """The decoder of any tokfst artifact: ``.fst``, index JSON, BPE or WordPiece factorized.
+    """The decoder of any tokfst artifact: ``.fst``, index JSON, BPE or WordPiece factorized, lazy.
 
     ``tokenizer`` (a model, a path or a bundled name) is checked against the artifact's
-    fingerprint; the WordPiece factorized form needs it to rebuild its tries.
+    fingerprint; the WordPiece factorized form and the lazy form (``promote --format lazy``:
+    a ``lazy.LazyDecoder``) need it, the first to rebuild its tries, the second for its trie.
     """
+    from . import byte_table
     from .bpe import factorized as bpe_factorized
     from .maxmatch import factorized as mm_factorized
     from .tokenizer import load as load_tokenizer
@@ -399,9 +401,15 @@ def load(path: str, tokenizer: TokenizerModel | str | None = None) -> Decoder:
     data = read_artifact(path)
     if data.startswith(bpe_factorized.MAGIC):
         return bpe_factorized.from_bytes(data, model, path)
-    if data.startswith(mm_factorized.MAGIC):
+    if data.startswith(mm_factorized.MAGIC) or data.startswith(byte_table.MAGIC):
+        lazy_form = data.startswith(byte_table.MAGIC)
         if model is None:
-            raise InputError(f"{path} is a WordPiece factorized artifact", "load it with its tokenizer")
+            raise InputError(f"{path} is a {'lazy' if lazy_form else 'WordPiece factorized'} artifact",
+                             "load it with its tokenizer", hint="artifact-needs-tokenizer")
+        if lazy_form:
+            from .lazy import from_artifact
+
+            return from_artifact(data, model, path)
         return mm_factorized.from_bytes(data, model, path)
     if data.startswith(_OPENFST_MAGIC):
         from .artifacts import parse_fst

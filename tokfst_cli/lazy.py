@@ -28,17 +28,15 @@ from typing import Any
 import numpy as np
 import pynini
 
-from .artifacts import FstArrays, fst_arrays
-from .errors import DisallowedTokenError, EmptyLanguageError, InputError, LimitError
 from .bitsets import WORD, words_for
+from .byte_table import LABELS, MAX_STATES, ByteTable, from_bytes, of_automaton, to_bytes
+from .errors import DisallowedTokenError, InputError
 from .matcher import Steps, unpack
-from .regex import ByteAutomaton, determinize_bounded
+from .regex import ByteAutomaton
 from .tokenizer import TokenizerModel
-from .trie import MAX_CELLS, TokenTrie, trie_for
+from .trie import TokenTrie, trie_for
 
-MAX_STATES = 1_000_000  # states of A's DFA when the automaton given must be determinized first
 MASK_BUDGET = 64 << 20  # bytes of packed masks kept per decoder (past it the oldest are made again on use)
-_DFA = pynini.I_DETERMINISTIC | pynini.NO_EPSILONS | pynini.ACCESSIBLE | pynini.COACCESSIBLE | pynini.UNWEIGHTED
 
 
 def _kernels():
@@ -104,50 +102,14 @@ def layout_for(model: TokenizerModel, cache: bool = True) -> Layout | None:
     return layout(model, trie) if trie is not None else None
 
 
-def class_table(a: FstArrays, trie: TokenTrie, max_cells: int = MAX_CELLS) -> tuple[np.ndarray, np.ndarray]:
-    """A's transitions (A deterministic) as an int32 table (states + 1) x classes, and the class
-    of each of T's label columns. Labels that A cannot tell apart (from every state both lead to
-    the same state, or nowhere) are one class: a JSON Schema's DFA reads a few dozen classes of
-    bytes, not 256. Class 0 and the extra row are dead (labels A never reads; no state).
-    LimitError past ``max_cells`` cells of the table, checked before it is built."""
-    n, width = len(a.final), len(trie.labels)
-    column_of = np.full(258, -1, np.int64)  # A's labels are bytes + 1 (checked by the caller)
-    small = trie.labels <= 257
-    column_of[trie.labels[small]] = np.flatnonzero(small)
-    col = column_of[a.ilabel]
-    read = col >= 0
-    src, nxt, col = a.src[read], a.nextstate[read], col[read]
-    order = np.argsort(col.astype(np.uint16), kind="stable")  # arcs come by state: (column, state) order, radix
-    src, nxt, col = src[order], nxt[order], col[order]
-    bounds = np.flatnonzero(np.r_[True, col[1:] != col[:-1], True]) if len(col) else np.zeros(1, np.int64)
-    pairs = np.stack([src, nxt], 1)
-    cls = np.zeros(width, np.int32)
-    first: dict[bytes, int] = {}  # a column's arcs -> its class
-    reps = []  # per class past 0: the arcs of its first column
-    for i, j in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
-        k = first.setdefault(pairs[i:j].tobytes(), len(first) + 1)
-        if k > len(reps):
-            reps.append((i, j))
-        cls[col[i]] = k
-    cells = (n + 1) * (len(reps) + 1)
-    if cells > max_cells:
-        raise LimitError("A's table over its classes of bytes", "max_cells", max_cells, cells, unit="cells",
-                         at_least=False)
-    delta = np.full((n + 1, len(reps) + 1), n, np.int32)
-    for k, (i, j) in enumerate(reps, 1):
-        delta[src[i:j], k] = nxt[i:j]
-    return delta, cls
-
-
-def _deterministic(a: pynini.Fst, max_states: int) -> pynini.Fst:
-    """A as a trim, epsilon-free, deterministic acceptor (a copy where it is not one), determinized
-    by ``regex``'s own step, which stops past ``max_states`` (LimitError)."""
-    if a.properties(_DFA, False) == _DFA or a.properties(_DFA, True) == _DFA:  # known bits first: testing reads every arc
-        return a
-    d = determinize_bounded(a.copy(), max_states)
-    if d.num_states() > max_states:
-        raise LimitError("the lazy decoder's byte DFA", "max_states", max_states, remedy="simplify")
-    return d.connect()
+def spelling_trie(model: TokenizerModel, cache: bool = True) -> TokenTrie:
+    """The model's T, refused by name (``lazy-bytes``) unless its tokens spell every single byte."""
+    trie = trie_for(model, cache=cache)
+    if trie is None or not trie.all_bytes:
+        raise InputError(f"the lazy decoder needs a tokenizer whose tokens spell every single byte; "
+                         f"{model.source} does not, so some states would be dead ends",
+                         "promote instead (pipeline.build(...).decoder()), which trims them", hint="lazy-bytes")
+    return trie
 
 
 class LazyDecoder(Steps):
@@ -155,33 +117,15 @@ class LazyDecoder(Steps):
     docstring). States are A's state ids; ``bitmask(state)`` is made once per state and shared
     (read-only), the last ones kept within MASK_BUDGET bytes; ``visited`` counts the masks kept."""
 
-    def __init__(self, model: TokenizerModel, automaton: ByteAutomaton | pynini.Fst, cache: bool = True,
+    def __init__(self, model: TokenizerModel, automaton: ByteAutomaton | pynini.Fst | ByteTable, cache: bool = True,
                  max_states: int = MAX_STATES):
-        fst = automaton.fst if isinstance(automaton, ByteAutomaton) else automaton
-        pattern = automaton.pattern if isinstance(automaton, ByteAutomaton) else "the automaton"
-        if fst.input_symbols() is not None:
-            from .terminals import placeholder_kinds
-
-            kinds = placeholder_kinds(fst)
-            if kinds:
-                raise InputError(f"the lazy decoder does not expand token-level groups ({', '.join(kinds)})",
-                                 "promote the pattern (pipeline.build), whose terminal labels carry them",
-                                 hint="lazy-groups")
-        a = _deterministic(fst, max_states)
-        if a.start() == pynini.NO_STATE_ID or a.num_states() == 0:
-            raise EmptyLanguageError(f"{pattern!r} matches no string", "check the pattern")
-        self.trie = trie = trie_for(model, cache=cache)
-        if trie is None or not trie.all_bytes:
-            raise InputError(f"the lazy decoder needs a tokenizer whose tokens spell every single byte; "
-                             f"{model.source} does not, so some states would be dead ends",
-                             "promote instead (pipeline.build(...).decoder()), which trims them", hint="lazy-bytes")
-        arrays = fst_arrays(a)
-        if arrays.weighted or (arrays.ilabel != arrays.olabel).any() or (arrays.ilabel > 256).any():
-            raise InputError("the lazy decoder reads unweighted byte acceptors (labels 1-256)",
-                             "give the byte DFA of a regex or a schema", hint="lazy-labels")
-        self._delta, self._cls = class_table(arrays, trie)
-        self.model, self.vocab_size, self.start = model, model.vocab_size, int(arrays.start)
-        self._final = arrays.final.astype(bool).tolist()
+        table = automaton if isinstance(automaton, ByteTable) else of_automaton(automaton, max_states)
+        self.trie = trie = spelling_trie(model, cache)
+        self.table = table
+        self._delta = table.delta
+        self._cls = table.label_class[np.minimum(trie.labels, LABELS - 1)]  # per T's column (label 257+: class 0)
+        self.model, self.vocab_size, self.start = model, model.vocab_size, table.start
+        self._final = table.final.tolist()
         self._words: dict[int, np.ndarray] = {}  # state -> its packed mask, oldest first
         self._nwords = words_for(self.vocab_size)
         self._keep = max(1, MASK_BUDGET // (4 * self._nwords))
@@ -230,6 +174,14 @@ class LazyDecoder(Steps):
             raise DisallowedTokenError(token, state)
         return nxt
 
+    def ends(self, state: int, tokens: np.ndarray) -> np.ndarray:
+        """The state after each of ``tokens`` from ``state`` (-1 where A cannot read the token)."""
+        tokens = np.asarray(tokens, np.int64)
+        if len(tokens) and (tokens.min() < 0 or tokens.max() >= self.vocab_size) or not 0 <= state < len(self._final):
+            raise DisallowedTokenError(int(tokens[0]) if len(tokens) else -1, state)
+        return self._k.run_many(state, tokens, self._t.ptr, self._t.cols, self._delta, self._cls,
+                                np.empty(len(tokens), np.int64))
+
     def is_final(self, state: int) -> bool:
         return 0 <= state < len(self._final) and self._final[state]
 
@@ -250,3 +202,17 @@ def decoder(model: TokenizerModel, pattern: str | None = None, *, schema: Any = 
 
         automaton = compile_regex(pattern)
     return LazyDecoder(model, automaton, cache)
+
+
+def artifact(model: TokenizerModel, automaton: ByteAutomaton | pynini.Fst, max_states: int = MAX_STATES,
+             cache: bool = True) -> bytes:
+    """The lazy artifact of a byte automaton for ``model`` (``tokfst promote --format lazy``):
+    :mod:`.byte_table`'s container, refused now for what :class:`LazyDecoder` would refuse."""
+    table = of_automaton(automaton, max_states)
+    spelling_trie(model, cache)
+    return to_bytes(table, model.fingerprint)
+
+
+def from_artifact(data: bytes, model: TokenizerModel, source: str = "artifact") -> LazyDecoder:
+    """The decoder of a lazy artifact's bytes for ``model`` (its fingerprint checked)."""
+    return LazyDecoder(model, from_bytes(data, source, model.fingerprint))

@@ -4,11 +4,12 @@
 and the law asked for (``uniform``):
 
 * ``None`` (the default): a materialized acceptor (``.fst``, index JSON) is sampled uniformly over
-  its paths (as ``"paths"``); a factorized form (BPE or WordPiece, no arc table; :class:`Walk`)
-  by **random walks**, not uniform over paths: for the first half of the budget each step is one
-  choice, uniformly, among the allowed tokens and (at a final state) ending; then the walk is
-  steered (:mod:`tokfst_cli.steering`: among the allowed tokens, those nearest a final state of
-  the underlying automaton) and ends at the first final state. A walk not final at the budget is
+  its paths (as ``"paths"``); a factorized form (BPE or WordPiece, no arc table) or the lazy form
+  (``promote --format lazy``) by **random walks** (:class:`Walk`), not uniform over paths: for
+  the first half of the budget each step is one choice, uniformly, among the allowed tokens and
+  (at a final state) ending; then the walk is steered (:mod:`tokfst_cli.steering`: among the
+  allowed tokens, those nearest a final state of the underlying automaton) and ends at the first
+  final state. A walk not final at the budget is
   dropped and drawn again. On free text the walks are mostly about ``max_tokens / 2`` long.
 * ``"paths"`` (:class:`Uniform`): **uniform** over the accepted sequences of at most
   ``max_tokens`` tokens, with exact (big-integer) path counts (:class:`counting.UniformDraw`);
@@ -172,7 +173,7 @@ def sample(decoder, n: int, max_tokens: int = MAX_TOKENS, seed: int | None = Non
             continue
         dropped += 1
         if dropped > max(50, WALK_TRIES * n):
-            raise InputError(f"{dropped} random walks of the factorized artifact met a dead end or no final state "
+            raise InputError(f"{dropped} random walks of the {'lazy' if hasattr(decoder, 'table') else 'factorized'} artifact met a dead end or no final state "
                              f"within {max_tokens} tokens ({len(out)} of {n} ended)",
                              "allow more tokens (max_tokens), or sample the materialized artifact (uniform)",
                              hint="sample-walks", max_tokens=max_tokens)

@@ -6,8 +6,8 @@ among thousands). :func:`steering` gives ``closer(state, allowed)``, the allowed
 next state is nearest a final state of the decoder's automaton: S or S_M for the factorized BPE
 forms (canonical filtering may add detours, which the decoder's own mask keeps valid), the
 acceptor itself for ``.fst`` and index, the text automaton X for WordPiece (on a sample of the
-allowed tokens). ``tokfst sample`` steers the second half of a factorized walk's budget; the
-decoder tests steer their walks' completions.
+allowed tokens) and the byte DFA for the lazy form. ``tokfst sample`` steers the second half of
+a factorized or lazy walk's budget; the decoder tests steer their walks' completions.
 """
 
 from __future__ import annotations
@@ -111,10 +111,25 @@ def text_steering(machine) -> Closer:
     return closer
 
 
+def byte_steering(dec) -> Closer:
+    """closer(state, toks) for the lazy decoder (``lazy.LazyDecoder``, whose states are its byte
+    DFA's): the allowed tokens after which the DFA is fewest bytes from a final state."""
+    dist = dec.table.distances()
+
+    def closer(state, toks: np.ndarray) -> np.ndarray:
+        d = dist[dec.ends(state, toks)]  # allowed tokens: every end is a state
+        return toks[d == d.min()]
+
+    return closer
+
+
 def steering(decoder) -> Closer:
     """The closer of any decoder of ``constraint.load``."""
     from .bpe.counted import CountedFactorized
+    from .lazy import LazyDecoder
 
+    if isinstance(decoder, LazyDecoder):
+        return byte_steering(decoder)
     if hasattr(decoder, "delta") and hasattr(decoder, "pieces"):
         return text_steering(decoder)
     if isinstance(decoder, CountedFactorized):  # (state, tokens taken): steered as its factorized form

@@ -10,7 +10,8 @@ its whole subtree (the next ``size`` nodes); the tokens of every other node are 
 mask (bit ``t % 32`` of word ``t // 32``). Where the node's state reads every column under it
 back into itself (a free string's body, a word's letters), the whole subtree's tokens, which
 lie together in preorder, are set without walking it. ``token_paths`` gives each token's columns (for
-``run``: the state of A after a token's surface from q, -1 where A cannot read it).
+``run``: the state of A after a token's surface from q, -1 where A cannot read it; ``run_many``
+the same for many tokens).
 
 Imported lazily by ``lazy``: importing numba loads LLVM (about 0.5 s)."""
 
@@ -149,4 +150,18 @@ def _run(q, t, ptr, cols, delta, cls):  # pragma: no cover
     return s
 
 
-(flatten, reach_from, token_paths, run), CACHED = jit_all(_flatten, _reach_from, _token_paths, _run)
+def _run_many(q, tokens, ptr, cols, delta, cls, out):  # pragma: no cover
+    dead = delta.shape[0] - 1
+    for i in range(len(tokens)):
+        t = tokens[i]
+        s = q if ptr[t] < ptr[t + 1] else dead
+        for j in range(ptr[t], ptr[t + 1]):
+            s = delta[s, cls[cols[j]]]
+            if s == dead:
+                break
+        out[i] = -1 if s == dead else s
+    return out
+
+
+(flatten, reach_from, token_paths, run, run_many), CACHED = jit_all(_flatten, _reach_from, _token_paths, _run,
+                                                                     _run_many)

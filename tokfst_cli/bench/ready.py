@@ -10,9 +10,13 @@ layout of ``matcher.pack``), ready for logits:
                     atomically to a file + ``constraint.load`` of the file + the first mask
     tokfst memory   ``pipeline.build`` + ``Result.decoder()`` (the FstDecoder, arcs read in
                     bulk) + the first mask: the Python API's ready constraint, without a file
-    tokfst lazy     ``constraint.lazy``: the regex's byte DFA, its table over T's labels and
-                    the first mask, one walk of the trie (``lazy.LazyDecoder``: no promotion;
-                    T's walk layout is made once per tokenizer, with T, outside the timing)
+    tokfst lazy     ``constraint.lazy``: the regex's byte DFA, its table over its classes of
+                    bytes and the first mask, one walk of the trie (``lazy.LazyDecoder``: no
+                    promotion; T's walk layout is made once per tokenizer, with T, outside the
+                    timing)
+    tokfst lazy file  what ``tokfst promote --format lazy OUT`` and ``constraint.load(OUT,
+                    tokenizer)`` do: the byte DFA's table as the lazy artifact, written
+                    atomically to a file, loaded, and the first mask
     xgrammar        ``GrammarCompiler.compile_regex`` with the compiler's cache disabled (one
                     compiler per tokenizer, ``engines.THREADS`` threads) + a GrammarMatcher's
                     first ``fill_next_token_bitmask``
@@ -38,7 +42,7 @@ import numpy as np
 from . import common
 from .common import Results, Table
 
-ENGINES = ("index", "memory", "lazy", "xgrammar", "llguidance", "outlines")
+ENGINES = ("index", "memory", "lazy", "lazyfile", "xgrammar", "llguidance", "outlines")
 STAGES = ("a", "s", "export", "write", "load", "mask")
 
 
@@ -99,6 +103,17 @@ def tokfst_lazy(model, pattern: str) -> np.ndarray:
     return decoder.bitmask(decoder.initial())
 
 
+def tokfst_lazy_file(model, pattern: str, out: str) -> np.ndarray:
+    """compile_regex + the lazy artifact to ``out`` + constraint.load + the first mask."""
+    from .. import constraint, lazy
+    from ..artifacts import write_bytes
+    from ..regex import compile_regex
+
+    write_bytes(out, lazy.artifact(model, compile_regex(pattern)))
+    decoder = constraint.load(out, model)
+    return decoder.bitmask(decoder.initial())
+
+
 def stages_once(model, lex, pattern: str, out: str) -> dict[str, float]:
     """The steps of :func:`tokfst_index`, timed one by one (same calls, same order)."""
     from .. import constraint, pipeline
@@ -130,14 +145,18 @@ def regex_rows(name: str, model, lex, engines: dict, rname: str, pattern: str, r
         row["index"], (decoder, first) = common.measure(runs, lambda: tokfst_index(model, lex, pattern, out), True)
         row["memory"], in_memory = common.measure(runs, lambda: tokfst_memory(model, lex, pattern), True)
     except TokfstError as e:
-        row["index"] = row["memory"] = row["lazy"] = common.error(e.one_line())
+        row["index"] = row["memory"] = row["lazy"] = row["lazyfile"] = common.error(e.one_line())
         return row, stage_row
     try:
         row["lazy"], lazy_first = common.measure(runs, lambda: tokfst_lazy(model, pattern), True)
         res.check(f"ready {name} {rname}: the lazy decoder's first mask is the index's",
                   bool((lazy_first == first).all()))
+        lazy_out = out + ".lazy"
+        row["lazyfile"], file_first = common.measure(runs, lambda: tokfst_lazy_file(model, pattern, lazy_out), True)
+        res.check(f"ready {name} {rname}: the loaded lazy artifact's first mask is the index's",
+                  bool((file_first == first).all()))
     except TokfstError as e:  # a tokenizer that lacks bytes: refused by name
-        row["lazy"] = common.skipped(e.one_line())
+        row["lazy"] = row["lazyfile"] = common.skipped(e.one_line())
     stats = json.loads(Path(out).read_bytes())["stats"]
     row.update(states=stats["states"], arcs=stats["arcs"], masks=stats["masks"],
                allowed=int(np.unpackbits(first.view(np.uint8)).sum()))
@@ -154,6 +173,7 @@ def regex_rows(name: str, model, lex, engines: dict, rname: str, pattern: str, r
     row["ratio"] = common.ratio(row["index"], row.get("xgrammar"))
     row["met"] = row["ratio"] <= 1 if row["ratio"] is not None else None
     row["lazy_ratio"] = common.ratio(row["lazy"], row.get("xgrammar"))
+    row["lazyfile_ratio"] = common.ratio(row["lazyfile"], row.get("xgrammar"))
     by_stage = [stages_once(model, lex, pattern, out) for _ in range(runs)]
     stage_row.update({k: common.ok([r[k] for r in by_stage]) for k in STAGES})
     stage_row["total"] = common.ok([sum(r.values()) for r in by_stage])
@@ -172,9 +192,10 @@ def ready_table(tokenizers: list[tuple[str, str, bool]], regexes: dict[str, str]
         [("tokenizer", "tokenizer", "text"), ("vocab", "vocab", "int"), ("regex", "regex", "text"),
          ("states", "states", "int"), ("arcs", "arcs", "int"), ("masks", "masks", "int"),
          ("allowed", "first mask", "int"), ("index", "tokfst index", "time"), ("memory", "tokfst memory", "time"),
-         ("lazy", "tokfst lazy", "time"), ("xgrammar", "xgrammar", "time"), ("llguidance", "llguidance", "time"),
-         ("outlines", "outlines-core", "time"), ("ratio", "index/xgrammar", "ratio"), ("met", "<= xgrammar", "bool"),
-         ("lazy_ratio", "lazy/xgrammar", "ratio")],
+         ("lazy", "tokfst lazy", "time"), ("lazyfile", "tokfst lazy file", "time"), ("xgrammar", "xgrammar", "time"),
+         ("llguidance", "llguidance", "time"), ("outlines", "outlines-core", "time"),
+         ("ratio", "index/xgrammar", "ratio"), ("met", "<= xgrammar", "bool"), ("lazy_ratio", "lazy/xgrammar", "ratio"),
+         ("lazyfile_ratio", "lazy file/xgrammar", "ratio")],
         inputs={"regexes": regexes, "setup": {}})
     stages = Table("ready_stages", "tokfst index by step, in-process", runs,
                    [("tokenizer", "tokenizer", "text"), ("regex", "regex", "text")]
@@ -210,14 +231,16 @@ def ready_table(tokenizers: list[tuple[str, str, bool]], regexes: dict[str, str]
         "tokfst index: pipeline.build (agnostic) + Result.index() + the JSON written atomically + "
         "constraint.load + first mask, as `tokfst promote --format index` then `constraint.load`. tokfst memory: "
         "pipeline.build + Result.decoder() + first mask (no file). tokfst lazy: constraint.lazy (the byte DFA, its "
-        "table over T's labels) + the first mask, one walk of the trie from the start (no promotion; the other "
-        "states are expanded when a decoder first visits them: see `bench masks`' tokfst lazy rows).",
+        "table over its classes of bytes) + the first mask, one walk of the trie from the start (no promotion; the "
+        "other states are expanded when a decoder first visits them: see `bench masks`' tokfst lazy rows). tokfst "
+        "lazy file: the same through a file, as `tokfst promote --format lazy` then `constraint.load` (the byte "
+        "DFA's table written atomically, loaded with the tokenizer).",
         "xgrammar: compile_regex with the compiler's cache disabled (so every run compiles), its threads as in "
         "`bench masks`, + GrammarMatcher + fill_next_token_bitmask. llguidance: grammar_from_regex + "
         "validate_grammar + LLMatcher + first mask (lazy: the first mask compiles). outlines-core: Index + Guide + "
         "first mask.",
-        "index/xgrammar < 1: tokfst's ready constraint is faster; <= xgrammar: the goal of issue #12. lazy/xgrammar: the "
-        "same for the lazy decoder (whose later first masks cost a walk each).",
+        "index/xgrammar < 1: tokfst's ready constraint is faster; <= xgrammar: the goal of issue #12. lazy/xgrammar "
+        "and lazy file/xgrammar: the same for the lazy decoder (whose later first masks cost a walk each).",
     ]
     stages.notes.append("A: pipeline.accept (the regex's minimal byte DFA); S: pipeline.promote (MIN(PROJ(A o T))); "
                         "export: build_index; write: JSON text + atomic file write; load: constraint.load (parse, "

@@ -18,6 +18,13 @@ piece before them (word boundaries come with canonical MaxMatch).
 --format index  JSON: initial, finals, masks (sorted allowed token ids, shared by all
                 states with the same set: coalescence), per state its mask and next
                 states, and stats (masks, states in shared masks, single-token states).
+--format lazy   agnostic, nothing promoted: the regex's (or schema's) byte DFA as a
+                table over its classes of bytes, with the tokenizer's fingerprint
+                (tokfst-lazy). constraint.load(OUT, TOKENIZER) makes each state's mask
+                the first time a decoder visits it; no limit on A o T's size applies.
+                Needs a tokenizer whose tokens spell every byte (not BERT); the text
+                filters apply, --canonical, --prompt, --terminals and the token filters
+                are refused. Binary: not written to a terminal.
 
 Regexes: Python re syntax, matched in full, over all of Unicode (negated classes and .
 included; . excludes newline unless (?s)); \\d, \\w and \\s are ASCII classes as in
@@ -354,14 +361,15 @@ SAMPLE = """\
 Draw random token sequences of an artifact, for inspection and tests.
 
 ARTIFACT is any artifact of tokfst promote for TOKENIZER: an OpenFst .fst, a JSON index
-(--format index) or a factorized form (tokfst-factorized, tokfst-factorized-maxmatch).
+(--format index), a factorized form (tokfst-factorized, tokfst-factorized-maxmatch) or a
+lazy one (--format lazy, tokfst-lazy).
 
 \b
 (default)          materialized artifacts (.fst, index): as --uniform paths. Factorized
-                   artifacts have no arc table: a random walk chooses uniformly among the
-                   allowed tokens and, at a final state, ending, for the first half of
-                   --max-tokens; then it is steered to the nearest final state and ends
-                   there (a walk not final after --max-tokens tokens is drawn again).
+                   and lazy artifacts have no arc table: a random walk chooses uniformly
+                   among the allowed tokens and, at a final state, ending, for the first
+                   half of --max-tokens; then it is steered to the nearest final state and
+                   ends there (a walk not final after --max-tokens tokens is drawn again).
                    Walks are not uniform over sequences.
 --uniform paths    uniform among the token sequences of at most --max-tokens tokens the
                    artifact accepts: exact (big-integer) counts of the paths per state and
@@ -373,7 +381,7 @@ ARTIFACT is any artifact of tokfst promote for TOKENIZER: an OpenFst .fst, a JSO
                    spells it: for a canonical artifact the only one, for an agnostic one
                    drawn uniformly among the artifact's sequences for that string.
 
-With --uniform, a factorized artifact is first expanded through its decoder, state by
+With --uniform, a factorized or lazy artifact is first expanded through its decoder, state by
 state from the start, into an acceptor of at most --max-arcs arcs (exit 3 past it). An
 artifact with no sequence within the bound is refused (exit 2).
 
@@ -423,7 +431,7 @@ Examples:
 COUNT = """\
 Count an artifact's token sequences and the strings they spell, exactly, by length.
 
-ARTIFACT is any artifact of tokfst promote for TOKENIZER (.fst, index JSON, factorized).
+ARTIFACT is any artifact of tokfst promote for TOKENIZER (.fst, index JSON, factorized, lazy).
 Two tables, by length: token sequences the artifact accepts, by their number of tokens;
 strings, by their number of bytes: the distinct byte strings the sequences spell, token
 surfaces read as promote reads them (Ġ and ▁ are spaces, <0xNN> is byte NN, WordPiece

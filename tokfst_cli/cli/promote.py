@@ -28,6 +28,7 @@ class Method(str, Enum):
 class Format(str, Enum):
     fst = "fst"
     index = "index"
+    lazy = "lazy"
 
 
 SCRIPTS = typer.Option(None, "--scripts", metavar="SCRIPT,...",
@@ -76,7 +77,9 @@ def promote_cmd(
     regex: Optional[str] = typer.Option(None, "-e", "--regex", metavar="REGEX", help="The regex (Python re syntax, fullmatch)."),
     regex_file: Optional[str] = typer.Option(None, "-f", "--regex-file", metavar="FILE",
                                              help="Read the regex from a file ('-' = stdin)."),
-    fmt: Format = typer.Option(Format.fst, "--format", help="fst: an OpenFst vector acceptor; index: a JSON state -> allowed-tokens index."),
+    fmt: Format = typer.Option(Format.fst, "--format", help="fst: an OpenFst vector acceptor; index: a JSON state -> allowed-tokens index; "
+                                                           "lazy: the byte DFA's table, promoted state by state at "
+                                                           "decoding (constraint.load with the tokenizer; agnostic)."),
     max_states: int = MaxStates,
     no_cache: bool = typer.Option(False, "--no-cache", help="Neither read nor write tokfst's disk cache (lexicon, filters, canonical artifacts): build everything afresh."),
     verbose: bool = typer.Option(False, "-v", "--verbose", help="Print sizes and timings on stderr."),
@@ -110,6 +113,10 @@ def promote_cmd(
     prompt = read_prompt(prompt, prompt_file)
     if fmt is Format.fst:
         OUT.refuse_binary_tty(out)
+    if fmt is Format.lazy:
+        _check_lazy(canonical, filters, prompt, terminals, method, artifact)
+        _write_lazy(tokenizer, source, pattern, filters, max_states, no_cache, out, verbose)
+        return
     if terminals is None:
         terminals = not canonical and not filters.token_level() and (source is not None or _token_groups(pattern))
     with OUT.progress("loading tokenizer"):
@@ -122,6 +129,47 @@ def promote_cmd(
                                 factorized_ok=fmt is Format.index, cache=not no_cache, level=level.value,
                                 filters=filters, prompt=prompt, automaton=source, terminals=terminals)
     _write(result, out, fmt, verbose)
+
+
+def _check_lazy(canonical: bool, filters: Filters, prompt: str | None, terminals: bool | None,
+                method: Method | None, artifact: str | None) -> None:
+    """Refuse what --format lazy does not model, before anything is loaded: it is the agnostic
+    automaton, filtered at most at the text level (the byte DFA)."""
+    given = [name for name, on in (("--canonical", canonical), ("--prompt", prompt is not None),
+                                   ("--terminals", terminals is True), ("--method", method is not None),
+                                   ("--artifact", artifact is not None)) if on]
+    given += [f"--{n.replace('_', '-')}" for n in filters.names() if n not in ("scripts", "ascii", "nfc")]
+    if given:
+        raise InputError(f"--format lazy is the agnostic automaton promoted at decoding; it does not take "
+                         f"{', '.join(given)}", "drop them, or use --format index", hint="lazy-options",
+                         options=", ".join(given))
+
+
+def _write_lazy(tokenizer: str, source, pattern: str, filters: Filters, max_states: int, no_cache: bool,
+                out: str | None, verbose: bool) -> None:
+    """--format lazy: the byte DFA (text filters applied) as ``byte_table``'s artifact for the tokenizer."""
+    import time
+
+    from .. import lazy
+    from ..filters import apply_text
+    from ..regex import ByteAutomaton, compile_regex
+
+    OUT.refuse_binary_tty(out, "a lazy artifact")
+    start = time.perf_counter()
+    with OUT.progress("loading tokenizer"):
+        model = tokmod.load(tokenizer)
+    with OUT.progress("compiling"):
+        a = source if source is not None else compile_regex(pattern, max_states)
+        if filters.text_level():
+            a = ByteAutomaton(apply_text(model, a.fst, filters), a.pattern)
+        data = lazy.artifact(model, a, max_states, cache=not no_cache)
+    OUT.data(out, data)
+    if verbose:
+        from ..byte_table import from_bytes
+
+        table = from_bytes(data)
+        OUT.say(f"tokfst: lazy artifact: {table.states} states of the byte DFA, {table.delta.shape[1]} classes of "
+                f"bytes, {len(data)} bytes, in {(time.perf_counter() - start) * 1000:.1f} ms")
 
 
 def _token_groups(pattern: str) -> bool:
