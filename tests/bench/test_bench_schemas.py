@@ -83,6 +83,7 @@ def test_rows_agree_with_the_library(bench, tokenizer):
         assert ((row["compile"] or {}).get("status") == "ok") is ("byte_states" in want)
         if "byte_states" in want:  # compiled to bytes: the lazy decoder ran, whether promotion fits or not
             assert row["lazy"]["status"] == row["lazy_mask"]["status"] == "ok" and row["lazy_accepted"] is True
+            assert row["lazy_load"]["status"] == "ok" and row["lazy_load_same"] is True and row["lazy_bytes"] > 0
         if want["status"] == "compiled":
             assert row["promote"]["status"] == row["mask"]["status"] == row["load"]["status"] == "ok"
             assert row["steps"] >= 2 and row["walk_accepted"] is True
@@ -123,6 +124,8 @@ def test_summary_counts_the_rows(bench):
     assert nbytes["compiled"] == sum(r["compile"] is not None and r["compile"]["status"] == "ok" for r in rows)
     assert by_engine["tokfst schema -> lazy"]["compiled"] == sum(
         (r["lazy"] or {}).get("status") == "ok" for r in rows) == nbytes["compiled"]
+    assert by_engine["tokfst lazy artifact -> ready"]["compiled"] == sum(
+        (r["lazy_load"] or {}).get("status") == "ok" for r in rows) == nbytes["compiled"]
     for peer in TESTED_PEERS:
         assert by_engine[peer]["schemas"] == len(rows)
         assert by_engine[peer]["compiled"] == sum(r[f"{peer}_status"] == "compiled" for r in rows)

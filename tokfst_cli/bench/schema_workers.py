@@ -163,19 +163,46 @@ def lazy_stage(model, hf, fst, repeat: int) -> tuple[dict, tuple | None]:
 
     try:
         cell, _ = common.measure(repeat, ready)
+        load = lazy_load(model, fst, repeat)
     except Exception as e:  # noqa: BLE001 - a refusal or a failure is the lazy cell
         why = e.one_line() if isinstance(e, TokfstError) else one_line(e)
         return {"lazy": common.error(why[:400])}, None
     try:
         drawn = draw_walk(fst, model, hf)
     except Exception as e:  # noqa: BLE001 - no walk: the eager walk fails the same way and says so
-        return {"lazy": cell, "lazy_mask": common.error(one_line(e)[:400])}, None
+        return {"lazy": cell, **load, "lazy_mask": common.error(one_line(e)[:400])}, None
     medians, accepted = [], True
     for _ in range(repeat):
         times, ok = fresh_masks(LazyDecoder(model, fst), drawn[1])
         medians.append(statistics.median(times) / 1e9)
         accepted &= ok
-    return {"lazy": cell, "lazy_mask": common.ok(medians), "lazy_accepted": accepted}, drawn
+    return {"lazy": cell, **load, "lazy_mask": common.ok(medians), "lazy_accepted": accepted}, drawn
+
+
+def lazy_load(model, fst, repeat: int) -> dict:
+    """The lazy artifact (``promote --format lazy``) of the byte DFA, written once: its size, and
+    ``constraint.load`` of the file + the first mask (what a server pays for a schema compiled
+    ahead), a check that this first mask is the in-memory decoder's."""
+    import tempfile
+
+    from .. import constraint, lazy
+
+    data = lazy.artifact(model, fst)
+    with tempfile.TemporaryDirectory(prefix="tokfst-bench-lazy-") as d:
+        path = os.path.join(d, "schema.lazy")
+        with open(path, "wb") as f:
+            f.write(data)
+
+        def load():
+            decoder = constraint.load(path, model)
+            return decoder.bitmask(decoder.initial())
+
+        cell, first = common.measure(repeat, load, True)
+    from ..lazy import LazyDecoder
+
+    fresh = LazyDecoder(model, fst)
+    return {"lazy_load": cell, "lazy_bytes": len(data),
+            "lazy_load_same": bool((first == fresh.bitmask(fresh.initial())).all())}
 
 
 def tokfst_one(model, lex, hf, doc, repeat: int, stage: Callable[..., None], terminals: bool) -> dict:

@@ -9,8 +9,10 @@ Per ``*.json`` file of DIR (sorted; ``limit``: the first N) and tokenizer, ``rep
                    byte DFA (``pynini.randgen``, seeds 0-9), followed by a fresh
                    ``Result.decoder()`` per timed walk: the packed mask at each state reached for
                    the first time, median; and the lazy decoder of the byte DFA
-                   (``lazy.LazyDecoder``: no promotion): ready (decoder + first mask) and the
-                   median mask at the same walk's fresh states, a new decoder per walk
+                   (``lazy.LazyDecoder``: no promotion): ready (decoder + first mask), the
+                   median mask at the same walk's fresh states, a new decoder per walk, and
+                   its artifact (``promote --format lazy``): size, and ``constraint.load`` of
+                   the file + the first mask
     outlines-core  ``build_regex_from_schema(text, whitespace_pattern="")`` + ``Index(regex, Vocabulary)``
     llguidance     ``LLMatcher.grammar_from_json_schema`` (no flexible whitespace) + ``LLMatcher``
                    (an error state is an error; masks are computed lazily, later)
@@ -93,10 +95,10 @@ def merge(name: str, path: Path, tok: dict, peers: dict[str, dict | None], limit
     row = {"tokenizer": name, "schema": path.stem, "bytes": path.stat().st_size,
            **{k: tok.get(k) for k in ("status", "stage", "reason", "detail", "refusal", "byte_states", "states",
                                       "arcs", "max_out", "walk_bytes", "steps", "fresh", "load", "walk_accepted",
-                                      "lazy_accepted")}}
+                                      "lazy_accepted", "lazy_bytes", "lazy_load_same")}}
     for key in ("compile", "lazy", "promote", "mask"):
         row[key] = cell_of(tok, key, limits[TOKFST])
-    row["lazy_mask"] = tok.get("lazy_mask")
+    row["lazy_mask"], row["lazy_load"] = tok.get("lazy_mask"), tok.get("lazy_load")
     others = []
     for peer, got in peers.items():
         if got is None:
@@ -148,9 +150,16 @@ def lazy_total(r: dict) -> float | None:
     return a + b if a is not None and b is not None else None
 
 
+def lazy_file_status(r: dict) -> str:
+    if lazy_status(r) != "compiled":
+        return lazy_status(r)
+    return "compiled" if common.median_of(r.get("lazy_load")) is not None else "error"
+
+
 LEVELS = {"schema -> bytes": (tokfst_bytes, lambda r: common.median_of(r.get("compile"))),
           "schema -> tokens": (lambda r: r["status"], tokfst_total),
-          "schema -> lazy": (lazy_status, lazy_total)}
+          "schema -> lazy": (lazy_status, lazy_total),
+          "lazy artifact -> ready": (lazy_file_status, lambda r: common.median_of(r.get("lazy_load")))}
 
 
 def summaries(rows: list[dict], peers: list[str]) -> tuple[list[dict], list[dict]]:
@@ -178,7 +187,8 @@ def summaries(rows: list[dict], peers: list[str]) -> tuple[list[dict], list[dict
 ROW_COLUMNS = [("tokenizer", "tokenizer", "text"), ("schema", "schema", "text"), ("bytes", "size", "bytes"),
                ("status", "tokfst", "text"), ("reason", "why", "text"), ("compile", "schema -> bytes", "time"),
                ("byte_states", "byte states", "int"), ("lazy", "lazy ready", "time"),
-               ("lazy_mask", "lazy mask median", "time"), ("promote", "promotion", "time"), ("states", "states", "int"),
+               ("lazy_mask", "lazy mask median", "time"), ("lazy_bytes", "lazy artifact", "bytes"),
+               ("lazy_load", "lazy load", "time"), ("promote", "promotion", "time"), ("states", "states", "int"),
                ("arcs", "arcs", "int"), ("max_out", "max arcs/state", "int"), ("steps", "walk tokens", "int"),
                ("fresh", "fresh states", "int"), ("mask", "mask median", "time"), (OUTLINES, "outlines-core", "time"),
                (LLGUIDANCE, "llguidance", "time"), (XGRAMMAR, "xgrammar", "time"), ("peers", "peers not compiled", "text")]
@@ -223,6 +233,9 @@ def schemas_table(req: Request, progress) -> Results:
                           r["walk_accepted"], f"{r['steps']} tokens of a {r['walk_bytes']}-byte text")
             if r.get("lazy_accepted") is not None:
                 res.check(f"schemas {name} {r['schema']}: a fresh lazy decoder accepts the walk", r["lazy_accepted"])
+            if r.get("lazy_load_same") is not None:
+                res.check(f"schemas {name} {r['schema']}: the loaded lazy artifact's first mask is the decoder's",
+                          r["lazy_load_same"])
         rows += mine
         c, q = summaries(mine, peers)
         cover += c
@@ -237,8 +250,9 @@ def schemas_table(req: Request, progress) -> Results:
                     SUMMARY_COLUMNS, cover)
     summary.notes.append("tokfst schema -> bytes: compile_schema alone (its statuses; the rest of the chain left "
                          "out); schema -> tokens: compile_schema + agnostic promotion (compiled = both done); schema -> lazy: "
-                         "compile_schema + the lazy decoder and its first mask (no promotion). "
-                         "median, p95: over the schemas that engine compiled (each a median of the repeats).")
+                         "compile_schema + the lazy decoder and its first mask (no promotion); lazy artifact -> ready: "
+                         "constraint.load of the schema's lazy artifact (promote --format lazy, compiled ahead) + the "
+                         "first mask. median, p95: over the schemas that engine compiled (each a median of the repeats).")
     res.tables += [table, summary]
     if peers:
         res.tables.append(Table("schemas-ratios", "JSON Schemas: peer / tokfst compile time on the schemas both "
@@ -258,7 +272,8 @@ def notes(req: Request, peers: list[str]) -> list[str]:
         "first time (fresh states), a fresh Result.decoder() per walk. why: tokfst's refusal (keyword, remote "
         "$ref, pattern), or the stage and the limit it met. lazy ready: lazy.LazyDecoder of the byte DFA + its "
         "first mask (no promotion); lazy mask median: the same walk's fresh states, a new lazy decoder per walk, "
-        "each mask a walk of the token trie.",
+        "each mask a walk of the token trie; lazy artifact: the size of the byte DFA's lazy artifact (promote "
+        "--format lazy); lazy load: constraint.load of that file + the first mask.",
         "Peers, compile only: outlines-core build_regex_from_schema (whitespace_pattern='') + Index; llguidance "
         "grammar_from_json_schema (whitespace_flexible false) + LLMatcher (lazy: masks are computed later, at "
         "decoding); xgrammar compile_json_schema (any_whitespace false, separators ',' ':', strict_mode false), "
