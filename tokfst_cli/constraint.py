@@ -426,8 +426,9 @@ def load(path: str, tokenizer: TokenizerModel | str | None = None) -> Decoder:
 def lazy(tokenizer: TokenizerModel | str, pattern: str | None = None, *, schema: Any = None,
          automaton: Any = None, **schema_options: Any):
     """The agnostic constraint of a regex, a JSON Schema or a byte automaton, expanded per state on
-    first use (``lazy.LazyDecoder``: no promotion, no artifact); ``tokenizer`` a model, a path or
-    a bundled name."""
+    first use (``lazy.LazyDecoder``: no promotion); ``tokenizer`` a model, a path or a bundled
+    name; ``filters=`` text-level ``Filters`` (``lazy.decoder``); ``promote --format lazy``
+    writes the same decoder's artifact, which :func:`load` reads."""
     from . import lazy as lazy_mod
     from .tokenizer import load as load_tokenizer
 

@@ -31,6 +31,7 @@ import pynini
 from .bitsets import WORD, words_for
 from .byte_table import LABELS, MAX_STATES, ByteTable, from_bytes, of_automaton, to_bytes
 from .errors import DisallowedTokenError, InputError
+from .filters import TEXT, Filters, apply_text
 from .matcher import Steps, unpack
 from .regex import ByteAutomaton
 from .tokenizer import TokenizerModel
@@ -186,13 +187,35 @@ class LazyDecoder(Steps):
         return 0 <= state < len(self._final) and self._final[state]
 
 
+def check_filters(filters: Filters | None) -> None:
+    """Refuse the token-level filters by name (``lazy-filters``): they act on token sequences,
+    which the lazy decoder never builds; the text-level ones restrict the byte DFA."""
+    if filters is not None and filters.token_level():
+        names = ", ".join(n for n in filters.names() if n not in TEXT)
+        raise InputError(f"the lazy decoder applies text filters only, not {names}",
+                         "drop them, or promote (pipeline.build, promote --format index)", hint="lazy-filters",
+                         names=names)
+
+
+def restricted(model: TokenizerModel, automaton: ByteAutomaton | pynini.Fst,
+               filters: Filters | None) -> ByteAutomaton | pynini.Fst:
+    """The byte automaton under the text-level filters (``filters.apply_text``: A ∩ F_text)."""
+    check_filters(filters)
+    if filters is None or not filters.text_level():
+        return automaton
+    fst = automaton.fst if isinstance(automaton, ByteAutomaton) else automaton
+    pattern = automaton.pattern if isinstance(automaton, ByteAutomaton) else "the automaton"
+    return ByteAutomaton(apply_text(model, fst, filters), pattern)
+
+
 def decoder(model: TokenizerModel, pattern: str | None = None, *, schema: Any = None,
-            automaton: ByteAutomaton | pynini.Fst | None = None, cache: bool = True,
+            automaton: ByteAutomaton | pynini.Fst | None = None, cache: bool = True, filters: Filters | None = None,
             **schema_options: Any) -> LazyDecoder:
     """A :class:`LazyDecoder` of a regex, a JSON Schema (``schema.compile_schema`` with
-    ``schema_options``) or a byte automaton: exactly one of them."""
+    ``schema_options``) or a byte automaton: exactly one of them; ``filters``: text-level only."""
     if sum(x is not None for x in (pattern, schema, automaton)) != 1:
         raise InputError("give exactly one of a regex, a schema or an automaton", "pass one of them")
+    check_filters(filters)
     if schema is not None:
         from .schema import compile_schema
 
@@ -201,15 +224,17 @@ def decoder(model: TokenizerModel, pattern: str | None = None, *, schema: Any = 
         from .regex import compile_regex
 
         automaton = compile_regex(pattern)
-    return LazyDecoder(model, automaton, cache)
+    return LazyDecoder(model, restricted(model, automaton, filters), cache)
 
 
 def artifact(model: TokenizerModel, automaton: ByteAutomaton | pynini.Fst, max_states: int = MAX_STATES,
-             cache: bool = True) -> bytes:
-    """The lazy artifact of a byte automaton for ``model`` (``tokfst promote --format lazy``):
-    :mod:`.byte_table`'s container, refused now for what :class:`LazyDecoder` would refuse."""
-    table = of_automaton(automaton, max_states)
+             cache: bool = True, filters: Filters | None = None) -> bytes:
+    """The lazy artifact of a byte automaton (text filters applied) for ``model`` (``tokfst promote
+    --format lazy``): :mod:`.byte_table`'s container, refused now for what :class:`LazyDecoder`
+    would refuse."""
+    check_filters(filters)
     spelling_trie(model, cache)
+    table = of_automaton(restricted(model, automaton, filters), max_states)
     return to_bytes(table, model.fingerprint)
 
 

@@ -66,6 +66,7 @@ MESSAGES = {
     "filters-factorized": "the token filters ({names}) need the materialized automaton, which passes --max-arcs",
     "filters-empty": "the filters ({names}) leave no string of the regex",
     "terminals-agnostic": "--terminals builds agnostic automata only, not with {what}",  # what: canonical promotion, token filters
+    "lazy-filters": "--format lazy applies the text filters only (--scripts, --ascii, --nfc), not {flags}",
 }
 
 HINTS = {
@@ -90,6 +91,7 @@ HINTS = {
     "inspect-token-filters": "inspect the regex without token-level filters",
     "schema-keyword": "remove it from the schema, or add --lenient to ignore it",
     "terminals-agnostic": "add --no-terminals (wildcards are then expanded into token arcs)",
+    "lazy-filters": "drop them, or use --format index",
     "token-groups": "promote without --canonical and filters, or write a text wildcard such as [^\\n]+",
     "terminals-need-tokenizer": "load it with its tokenizer (--tokenizer)",
     "vocab": "e.g. --vocab a,b,ab",
@@ -124,7 +126,8 @@ def word(e: TokfstError) -> str:
     """The one-line message for the command line: ``problem; fix``."""
     if isinstance(e, LimitError):
         return e.one_line(flag, REMEDIES.get(e.remedy, REMEDIES[None]).format(flag=flag(e.limit)))
-    fix = HINTS[e.hint].format(**e.data) if e.hint in HINTS else None
+    data = {**e.data, "flags": ", ".join(f"--{n.replace('_', '-')}" for n in str(e.data.get("names", "")).split(", ") if n)}
+    fix = HINTS[e.hint].format(**data) if e.hint in HINTS else None
     if e.hint in MESSAGES:
-        return f"{MESSAGES[e.hint].format(**e.data)}; {fix or e.fix}"
+        return f"{MESSAGES[e.hint].format(**data)}; {fix or e.fix}"
     return e.one_line(flag, fix)

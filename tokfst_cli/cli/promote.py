@@ -133,26 +133,27 @@ def promote_cmd(
 
 def _check_lazy(canonical: bool, filters: Filters, prompt: str | None, terminals: bool | None,
                 method: Method | None, artifact: str | None) -> None:
-    """Refuse what --format lazy does not model, before anything is loaded: it is the agnostic
-    automaton, filtered at most at the text level (the byte DFA)."""
+    """Refuse what --format lazy does not take, before anything is loaded: it is the agnostic
+    automaton, filtered at most at the text level (``lazy.check_filters``)."""
+    from ..lazy import check_filters
+
     given = [name for name, on in (("--canonical", canonical), ("--prompt", prompt is not None),
                                    ("--terminals", terminals is True), ("--method", method is not None),
                                    ("--artifact", artifact is not None)) if on]
-    given += [f"--{n.replace('_', '-')}" for n in filters.names() if n not in ("scripts", "ascii", "nfc")]
     if given:
         raise InputError(f"--format lazy is the agnostic automaton promoted at decoding; it does not take "
                          f"{', '.join(given)}", "drop them, or use --format index", hint="lazy-options",
                          options=", ".join(given))
+    check_filters(filters)
 
 
 def _write_lazy(tokenizer: str, source, pattern: str, filters: Filters, max_states: int, no_cache: bool,
                 out: str | None, verbose: bool) -> None:
-    """--format lazy: the byte DFA (text filters applied) as ``byte_table``'s artifact for the tokenizer."""
+    """--format lazy: ``lazy.artifact`` of the byte DFA for the tokenizer."""
     import time
 
     from .. import lazy
-    from ..filters import apply_text
-    from ..regex import ByteAutomaton, compile_regex
+    from ..regex import compile_regex
 
     OUT.refuse_binary_tty(out, "a lazy artifact")
     start = time.perf_counter()
@@ -160,9 +161,7 @@ def _write_lazy(tokenizer: str, source, pattern: str, filters: Filters, max_stat
         model = tokmod.load(tokenizer)
     with OUT.progress("compiling"):
         a = source if source is not None else compile_regex(pattern, max_states)
-        if filters.text_level():
-            a = ByteAutomaton(apply_text(model, a.fst, filters), a.pattern)
-        data = lazy.artifact(model, a, max_states, cache=not no_cache)
+        data = lazy.artifact(model, a, max_states, cache=not no_cache, filters=filters)
     OUT.data(out, data)
     if verbose:
         from ..byte_table import from_bytes
