@@ -68,7 +68,8 @@ def test_cli_artifact_loads_samples_and_counts(tokenizer, tmp_path):
             index = tmp_path / f"{name}.json"
             assert run("promote", "gpt2", "-e", pattern, "--format", "index", index).rc == 0
             lazy_count, index_count = run("count", "gpt2", out, "--json"), run("count", "gpt2", index, "--json")
-            assert lazy_count.rc == index_count.rc == 0 and json.loads(lazy_count.stdout) == json.loads(index_count.stdout)
+            assert lazy_count.rc == index_count.rc == 0
+            assert json.loads(lazy_count.stdout) == json.loads(index_count.stdout)
     assert hf.encode("x", add_special_tokens=False).ids  # the oracle is loaded (no silent skip)
 
 

@@ -1,4 +1,4 @@
-"""Stage S on demand, its input: a byte DFA as a transition table over its classes of bytes, and the lazy artifact (issues #12, #15).
+"""Stage S on demand, its input: a byte DFA as a table over its classes of bytes; the lazy artifact (#12, #15).
 
 The lazy decoder (:mod:`.lazy`) reads A, the trimmed byte DFA of a regex or a JSON Schema, as
 one int32 table: a row per state (plus a dead row), a column per class of bytes that A cannot
@@ -96,8 +96,8 @@ def of_arrays(a: FstArrays, source: str, max_cells: int = MAX_CELLS) -> ByteTabl
 def _deterministic(a: pynini.Fst, max_states: int) -> pynini.Fst:
     """A as a trim, epsilon-free, deterministic acceptor (a copy where it is not one), determinized
     by ``regex``'s own step, which stops past ``max_states`` (LimitError)."""
-    if a.properties(_DFA, False) == _DFA or a.properties(_DFA, True) == _DFA:  # known bits first: testing reads every arc
-        return a
+    if a.properties(_DFA, False) == _DFA or a.properties(_DFA, True) == _DFA:  # known bits first: a test reads
+        return a                                                                # every arc
     d = determinize_bounded(a.copy(), max_states)
     if d.num_states() > max_states:
         raise LimitError("the lazy decoder's byte DFA", "max_states", max_states, remedy="simplify")

@@ -193,8 +193,8 @@ def check_filters(filters: Filters | None) -> None:
     if filters is not None and filters.token_level():
         names = ", ".join(n for n in filters.names() if n not in TEXT)
         raise InputError(f"the lazy decoder applies text filters only, not {names}",
-                         "drop them, or promote (pipeline.build), whose token automaton they filter", hint="lazy-filters",
-                         names=names)
+                         "drop them, or promote (pipeline.build), whose token automaton they filter",
+                         hint="lazy-filters", names=names)
 
 
 def restricted(model: TokenizerModel, automaton: ByteAutomaton | pynini.Fst,

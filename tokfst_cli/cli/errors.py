@@ -126,7 +126,8 @@ def word(e: TokfstError) -> str:
     """The one-line message for the command line: ``problem; fix``."""
     if isinstance(e, LimitError):
         return e.one_line(flag, REMEDIES.get(e.remedy, REMEDIES[None]).format(flag=flag(e.limit)))
-    data = {**e.data, "flags": ", ".join(f"--{n.replace('_', '-')}" for n in str(e.data.get("names", "")).split(", ") if n)}
+    names = str(e.data.get("names", "")).split(", ")
+    data = {**e.data, "flags": ", ".join(f"--{n.replace('_', '-')}" for n in names if n)}
     fix = HINTS[e.hint].format(**data) if e.hint in HINTS else None
     if e.hint in MESSAGES:
         return f"{MESSAGES[e.hint].format(**data)}; {fix or e.fix}"
