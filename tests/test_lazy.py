@@ -227,3 +227,33 @@ def test_lazy_subtree_shortcut_is_the_walk(tokenizer, tok):
             assert (a == b).all() and n_a == n_b, q
             taken += bool(dec._loops[q].any())
         assert taken
+
+
+@pytest.mark.parametrize("tok", ["gpt2", "llama2"])
+@given(pattern=_patterns())
+@settings(max_examples=20, deadline=None)
+@example(pattern=r"[a-z]+( [a-z]+){0,3}")
+@example(pattern=r"[a-z0-9._%+-]+@[a-z0-9.-]+\.[a-z]{2,6}")
+def test_lazy_class_trie_is_the_walk(tokenizer, tok, pattern):
+    """The class trie (T's prefix nodes merged by their classes of bytes, dead class pruned) gives
+    the prefix walk's tokens at every state; a decoder of few classes walks it from its second
+    mask on."""
+    model = tokenizer(tok)
+    dec = lazy.decoder(model, pattern)
+    t, n = dec._t, dec.states
+    dec._class_trie()
+    assert dec._kt[0].size <= t.col.size and (dec._kt[0] > 0).all()
+    for q in range(n):
+        a = np.zeros(dec._nwords, np.uint32)
+        b = np.zeros(dec._nwords, np.uint32)
+        n_a = dec._k.reach_from(q, t.col, t.depth, t.size, t.tptr, t.toks, t.below, dec._delta, dec._cls,
+                                dec._loops, a, dec._at)
+        n_b = dec._k.reach_from(q, *dec._kt, dec._delta, dec._kcls, dec._kloops, b, dec._at)
+        assert (a == b).all() and n_a == n_b, q
+    fresh = lazy.decoder(model, pattern)
+    fresh.bitmask(fresh.initial())
+    assert fresh._kt is None  # the first mask walks T: ready at once
+    if fresh.states > 1:
+        other = next(q for q in range(fresh.states) if q != fresh.initial())
+        fresh.bitmask(other)
+        assert (fresh._kt is not None) == (fresh._delta.shape[1] <= lazy.CLASS_TRIE_CLASSES)

@@ -11,7 +11,8 @@ mask (bit ``t % 32`` of word ``t // 32``). Where the node's state reads every co
 back into itself (a free string's body, a word's letters), the whole subtree's tokens, which
 lie together in preorder, are set without walking it. ``token_paths`` gives each token's columns (for
 ``run``: the state of A after a token's surface from q, -1 where A cannot read it; ``run_many``
-the same for many tokens).
+the same for many tokens). ``class_trie`` merges the prefix nodes by their sequence of A's
+classes of bytes (the dead class pruned), in ``flatten``'s layout: ``reach_from`` walks it too.
 
 Imported lazily by ``lazy``: importing numba loads LLVM (about 0.5 s)."""
 
@@ -163,5 +164,79 @@ def _run_many(q, tokens, ptr, cols, delta, cls, out):  # pragma: no cover
     return out
 
 
-(flatten, reach_from, token_paths, run, run_many), CACHED = jit_all(_flatten, _reach_from, _token_paths, _run,
-                                                                     _run_many)
+def _class_trie(col, depth, size, tptr, toks, cls, nclasses):  # pragma: no cover
+    """The trie of T's prefix nodes merged by their sequence of A's classes (``cls`` per column;
+    class 0, dead from every state, pruned with its subtrees; at most 64 classes), in preorder:
+    (class, depth, size, tptr, toks, below) per class node, ``below`` the bits of the classes
+    under it (one word): the layout of ``flatten``, its columns being classes, so ``reach_from``
+    walks it with the identity as ``cls``. A class node
+    holds the prefix nodes (a group) whose class sequences are its own: its children group their
+    children by class (counting sort), and its tokens are theirs."""
+    n = col.shape[0]
+    members = np.empty(n + 1, np.int64)  # each group's prefix nodes, a slice; groups are written once
+    s_lo = np.empty(n + 1, np.int64)  # the stack of pending groups: slice, class, depth, parent
+    s_hi = np.empty(n + 1, np.int64)
+    s_c = np.empty(n + 1, np.int32)
+    s_d = np.empty(n + 1, np.int32)
+    s_p = np.empty(n + 1, np.int64)
+    kcls = np.empty(n, np.int32)
+    kdepth = np.empty(n, np.int32)
+    kparent = np.empty(n, np.int64)
+    ktptr = np.zeros(n + 1, np.int32)
+    ktoks = np.empty(toks.shape[0], np.int32)
+    count = np.zeros(nclasses, np.int64)
+    start = np.zeros(nclasses, np.int64)
+    members[0] = -1  # the root's group: the virtual node above the depth-1 prefix nodes (no class)
+    s_lo[0], s_hi[0], s_c[0], s_d[0], s_p[0] = 0, 1, 0, 0, -1
+    written, top, k, nt = 1, 1, 0, 0
+    while top > 0:
+        top -= 1
+        lo, hi, c, d, p = s_lo[top], s_hi[top], s_c[top], s_d[top], s_p[top]
+        me = -1
+        if c > 0:
+            me = k
+            kcls[k], kdepth[k], kparent[k] = c, d, p
+            for i in range(lo, hi):
+                v = members[i]
+                for j in range(tptr[v], tptr[v + 1]):
+                    ktoks[nt] = toks[j]
+                    nt += 1
+            ktptr[k + 1] = nt
+            k += 1
+        for cc in range(nclasses):
+            count[cc] = 0
+        for i in range(lo, hi):  # the members' children, counted by class
+            v = members[i]
+            w, end = v + 1, (v + size[v] if v >= 0 else n)
+            while w < end:
+                count[cls[col[w]]] += 1
+                w += size[w]
+        for cc in range(nclasses):
+            start[cc] = written
+            written += count[cc] if cc > 0 else 0
+            count[cc] = 0
+        for i in range(lo, hi):
+            v = members[i]
+            w, end = v + 1, (v + size[v] if v >= 0 else n)
+            while w < end:
+                cc = cls[col[w]]
+                if cc > 0:
+                    members[start[cc] + count[cc]] = w
+                    count[cc] += 1
+                w += size[w]
+        for cc in range(nclasses - 1, 0, -1):
+            if count[cc] > 0:
+                s_lo[top], s_hi[top], s_c[top], s_d[top], s_p[top] = start[cc], start[cc] + count[cc], cc, d + 1, me
+                top += 1
+    ksize = np.ones(k, np.int32)
+    kbelow = np.zeros((k, 1), np.uint64)
+    for v in range(k - 1, -1, -1):
+        p = kparent[v]
+        if p >= 0:
+            ksize[p] += ksize[v]
+            kbelow[p, 0] |= kbelow[v, 0] | (np.uint64(1) << np.uint64(kcls[v]))
+    return kcls[:k].copy(), kdepth[:k].copy(), ksize, ktptr[:k + 1].copy(), ktoks[:nt].copy(), kbelow
+
+
+(flatten, reach_from, token_paths, run, run_many, class_trie), CACHED = jit_all(
+    _flatten, _reach_from, _token_paths, _run, _run_many, _class_trie)
