@@ -16,13 +16,16 @@ reaches a final state and the masks are exactly those of the promoted, trimmed a
 are refused by name: their dead ends are found only by promoting every state
 (``pipeline.build``). Agnostic only: the canonical forms filter the promoted automaton.
 
-From the second mask on, a decoder whose A reads at most ``CLASS_TRIE_CLASSES`` classes of
-bytes (free text, e-mail: 3-6) walks the class trie instead (``trie_kernels.class_trie``): T's
-prefix nodes merged by their sequence of A's classes, the class A never reads pruned. Tokens
-that A cannot tell apart share its nodes (o200k: 421,660 prefix nodes, 174 class nodes for
-``[a-z]+( [a-z]+){0,3}``), so a mask visits a few hundred nodes and sets its tokens. It is
-made once per decoder (0.05-3 ms), not for the first mask, which keeps the decoder ready at
-once; a JSON Schema's 40-80 classes merge little and keep the prefix walk.
+Once a mask has had ``CLASS_TRIE_TOKENS`` tokens, a decoder whose A reads at most
+``CLASS_TRIE_CLASSES`` classes of bytes (free text, e-mail: 3-6) walks the class trie for its
+next masks (``trie_kernels.class_trie``): T's prefix nodes merged by their sequence of A's
+classes, the class A never reads pruned. Tokens that A cannot tell apart share its nodes
+(o200k: 421,660 prefix nodes, 174 class nodes for ``[a-z]+( [a-z]+){0,3}``), so a wide mask
+visits a few hundred nodes and sets its tokens. It is made once per decoder (0.5-3 ms on
+free text), after the first mask, which keeps the decoder ready at once. Narrow masks (a date,
+a few names: under 1,000 tokens) keep the prefix walk, whose cost the class trie's build
+(about 0.1 ms, as the live part of T for any state) would not repay; so does a JSON Schema,
+whose 40-80 classes merge little.
 
 What it trades: ready at once (A's table over its classes of bytes, no promotion, no limit on
 A o T's size), each first mask at a state paying a walk of the live part of the trie.
@@ -46,7 +49,8 @@ from .tokenizer import TokenizerModel
 from .trie import TokenTrie, trie_for
 
 MASK_BUDGET = 64 << 20  # bytes of packed masks kept per decoder (past it the oldest are made again on use)
-CLASS_TRIE_CLASSES = 16  # A's classes of bytes up to which masks walk the class trie (from the second on)
+CLASS_TRIE_CLASSES = 16  # A's classes of bytes up to which masks walk the class trie (after a wide mask)
+CLASS_TRIE_TOKENS = 4096  # a wide mask: once one has this many tokens, the next masks walk the class trie
 
 
 def _kernels():
@@ -142,8 +146,8 @@ class LazyDecoder(Steps):
         self._k, self._t = _kernels(), layout(model, trie)
         self._loops = loop_columns(self._delta, self._cls, self._t.below.shape[1])
         self._at = np.empty(int(self._t.depth.max(initial=0)) + 1, np.int32)  # the walk's state per depth
-        self._made = 0  # masks made (walks)
-        self._kt: tuple | None = None  # the class trie, made before the second walk when A has few classes
+        self._widest = 0  # the most tokens a walk of T has set
+        self._kt: tuple | None = None  # the class trie, made after a wide mask when A has few classes
         self._kcls = self._kloops = None
 
     @property
@@ -163,14 +167,14 @@ class LazyDecoder(Steps):
                 raise DisallowedTokenError(-1, state)
             t = self._t
             words = np.zeros(self._nwords, WORD)
-            if self._kt is None and self._made and self._delta.shape[1] <= CLASS_TRIE_CLASSES:
+            if self._kt is None and self._widest >= CLASS_TRIE_TOKENS and self._delta.shape[1] <= CLASS_TRIE_CLASSES:
                 self._class_trie()
             if self._kt is not None:
                 self._k.reach_from(state, *self._kt, self._delta, self._kcls, self._kloops, words, self._at)
             else:
-                self._k.reach_from(state, t.col, t.depth, t.size, t.tptr, t.toks, t.below, self._delta, self._cls,
-                                   self._loops, words, self._at)
-            self._made += 1
+                got = self._k.reach_from(state, t.col, t.depth, t.size, t.tptr, t.toks, t.below, self._delta,
+                                         self._cls, self._loops, words, self._at)
+                self._widest = max(self._widest, got)
             if len(self._words) >= self._keep:  # the oldest mask goes: memory stays within MASK_BUDGET
                 del self._words[next(iter(self._words))]
             got = self._words[state] = words.view("<i4")

@@ -173,17 +173,26 @@ def _class_trie(col, depth, size, tptr, toks, cls, nclasses):  # pragma: no cove
     holds the prefix nodes (a group) whose class sequences are its own: its children group their
     children by class (counting sort), and its tokens are theirs."""
     n = col.shape[0]
-    members = np.empty(n + 1, np.int64)  # each group's prefix nodes, a slice; groups are written once
-    s_lo = np.empty(n + 1, np.int64)  # the stack of pending groups: slice, class, depth, parent
-    s_hi = np.empty(n + 1, np.int64)
-    s_c = np.empty(n + 1, np.int32)
-    s_d = np.empty(n + 1, np.int32)
-    s_p = np.empty(n + 1, np.int64)
-    kcls = np.empty(n, np.int32)
-    kdepth = np.empty(n, np.int32)
-    kparent = np.empty(n, np.int64)
-    ktptr = np.zeros(n + 1, np.int32)
-    ktoks = np.empty(toks.shape[0], np.int32)
+    live, nlive = 0, 0  # the prefix nodes under no dead class, and their tokens: the sizes below
+    v = 0
+    while v < n:
+        if cls[col[v]] == 0:
+            v += size[v]
+        else:
+            live += 1
+            nlive += tptr[v + 1] - tptr[v]
+            v += 1
+    members = np.empty(live + 1, np.int64)  # each group's prefix nodes, a slice; groups are written once
+    s_lo = np.empty(live + 1, np.int64)  # the stack of pending groups: slice, class, depth, parent
+    s_hi = np.empty(live + 1, np.int64)
+    s_c = np.empty(live + 1, np.int32)
+    s_d = np.empty(live + 1, np.int32)
+    s_p = np.empty(live + 1, np.int64)
+    kcls = np.empty(live, np.int32)
+    kdepth = np.empty(live, np.int32)
+    kparent = np.empty(live, np.int64)
+    ktptr = np.zeros(live + 1, np.int32)
+    ktoks = np.empty(nlive, np.int32)
     count = np.zeros(nclasses, np.int64)
     start = np.zeros(nclasses, np.int64)
     members[0] = -1  # the root's group: the virtual node above the depth-1 prefix nodes (no class)
