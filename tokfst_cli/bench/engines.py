@@ -130,8 +130,8 @@ class TokfstIndex(Engine):
 
 
 class TokfstLazy(Engine):
-    """The agnostic constraint expanded per state on first use; a new decoder (no state expanded)
-    for every walk, from the regex's byte DFA compiled once."""
+    """The agnostic constraint expanded per state on first use; a new decoder (no state expanded,
+    no class trie) for every walk, from the regex's byte DFA compiled once."""
 
     name = LAZY
 
