@@ -25,6 +25,7 @@ from interegular.fsm import anything_else
 
 from . import groups, utf8
 from .errors import EmptyLanguageError, InputError, LimitError
+from .fsts import text_acceptor
 from .progress import report
 from .symbols import byte_table
 from .terminals import KIND_NAMES, PLACEHOLDER_BASE, TOKEN_GROUPS
@@ -109,6 +110,17 @@ def ranges_acceptor(ranges: Ranges) -> pynini.Fst:
     return f
 
 
+def _single_char(node) -> str | None:
+    """The one character a class of one character stands for (not negated, not a group's
+    placeholder, not a surrogate, which has no UTF-8), else None."""
+    if not isinstance(node, ip._CharGroup) or node.negated or len(node.chars) != 1:
+        return None
+    (c,) = node.chars
+    if 0xD800 <= ord(c) <= 0xDFFF or groups.placeholder(node.chars, False) is not None:
+        return None
+    return c
+
+
 def _char_class(node: ip._CharGroup) -> Ranges:
     ranges = utf8.remove_surrogates(utf8.ranges_of(ord(c) for c in node.chars))
     return utf8.complement(ranges) if node.negated else ranges
@@ -163,6 +175,9 @@ def lengths(node, chars_only: bool = False) -> Lengths:
     if isinstance(node, ip._CharGroup):
         if chars_only:
             return Lengths(not node.chars and not node.negated, 1, 1)
+        c = _single_char(node)
+        if c is not None:
+            return Lengths(False, len(c.encode("utf-8")), len(c.encode("utf-8")))
         ranges = _char_class(node)
         if not ranges:
             return Lengths(True)
@@ -309,9 +324,17 @@ class _Builder:
             return self.memo[key].copy()
         if isinstance(node, ip._Concatenation):
             f = pynini.accep("")
+            run: list[str] = []  # consecutive single characters: one linear acceptor of their UTF-8
             for part in node.parts:
+                c = _single_char(part)
+                if c is not None:
+                    run.append(c)
+                    continue
+                if run:
+                    f.concat(text_acceptor("".join(run)))
+                    run = []
                 f.concat(self.build(part))
-            return f
+            return f.concat(text_acceptor("".join(run))) if run else f
         if isinstance(node, ip.Pattern):
             if not node.options:
                 return pynini.Fst()  # no alternative: the empty language
