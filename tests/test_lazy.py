@@ -220,10 +220,11 @@ def test_lazy_subtree_shortcut_is_the_walk(tokenizer, tok):
         for q in range(dec.states):
             a = np.zeros(dec._nwords, np.uint32)
             b = np.zeros(dec._nwords, np.uint32)
+            at = np.empty(dec._depth, np.int32)
             n_a = dec._k.reach_from(q, t.col, t.depth, t.size, t.tptr, t.toks, t.below, dec._delta, dec._cls,
-                                    dec._loops, a, dec._at)
+                                    dec._loops, a, at)
             n_b = dec._k.reach_from(q, t.col, t.depth, t.size, t.tptr, t.toks, t.below, dec._delta, dec._cls,
-                                    plain, b, dec._at)
+                                    plain, b, at)
             assert (a == b).all() and n_a == n_b, q
             taken += bool(dec._loops[q].any())
         assert taken
@@ -241,19 +242,50 @@ def test_lazy_class_trie_is_the_walk(tokenizer, tok, pattern):
     dec = lazy.decoder(model, pattern)
     t, n = dec._t, dec.states
     dec._class_trie()
-    assert dec._kt[0].size <= t.col.size and (dec._kt[0] > 0).all()
+    walk, at = dec._walk, np.empty(dec._depth, np.int32)
+    assert walk[0].size <= t.col.size and (walk[0] > 0).all()
     for q in range(n):
         a = np.zeros(dec._nwords, np.uint32)
         b = np.zeros(dec._nwords, np.uint32)
         n_a = dec._k.reach_from(q, t.col, t.depth, t.size, t.tptr, t.toks, t.below, dec._delta, dec._cls,
-                                dec._loops, a, dec._at)
-        n_b = dec._k.reach_from(q, *dec._kt, dec._delta, dec._kcls, dec._kloops, b, dec._at)
+                                dec._loops, a, at)
+        n_b = dec._k.reach_from(q, *walk[:6], dec._delta, walk[6], walk[7], b, at)
         assert (a == b).all() and n_a == n_b, q
     fresh = lazy.decoder(model, pattern)
     first = int(unpack(fresh.bitmask(fresh.initial()), model.vocab_size).sum())
-    assert fresh._kt is None  # the first mask walks T: ready at once
+    assert not fresh._classes  # the first mask walks T: ready at once
     if fresh.states > 1:
         other = next(q for q in range(fresh.states) if q != fresh.initial())
         fresh.bitmask(other)
         wide = first >= lazy.CLASS_TRIE_TOKENS and fresh._delta.shape[1] <= lazy.CLASS_TRIE_CLASSES
-        assert (fresh._kt is not None) == wide
+        assert fresh._classes == wide
+
+
+def test_lazy_masks_from_threads(tokenizer):
+    """Threads asking one decoder for masks at once (the kernels release the GIL) get the masks
+    one thread gets: each walk has its own scratch, the kept masks a lock, the class trie one
+    switch; past the memory bound too."""
+    import threading
+
+    model = tokenizer("gpt2")
+    pattern = r"[a-z ]{1,30}[.!?]"  # 32 states, most of them with wide masks
+    ref = lazy.decoder(model, pattern)
+    n = ref.states
+    want = [ref.bitmask(q).copy() for q in range(n)]
+    for keep in (1 << 20, 5):
+        for _ in range(4):
+            dec = lazy.decoder(model, pattern)
+            dec._keep = keep
+            got: list = []
+
+            def work(order):
+                got.extend((q, dec.bitmask(q).copy()) for q in order)
+
+            orders = [list(range(n)), list(range(n))[::-1], list(range(0, n, 2)) + list(range(1, n, 2))]
+            threads = [threading.Thread(target=work, args=(o,)) for o in orders + orders]
+            for th in threads:
+                th.start()
+            for th in threads:
+                th.join()
+            assert len(got) == 2 * sum(map(len, orders)) and len(dec._words) <= keep
+            assert all((m == want[q]).all() for q, m in got)

@@ -33,6 +33,7 @@ A o T's size), each first mask at a state paying a walk of the live part of the 
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -129,7 +130,8 @@ def spelling_trie(model: TokenizerModel, cache: bool = True) -> TokenTrie:
 class LazyDecoder(Steps):
     """The agnostic token automaton of a byte automaton, expanded per state on first use (module
     docstring). States are A's state ids; ``bitmask(state)`` is made once per state and shared
-    (read-only), the last ones kept within MASK_BUDGET bytes; ``visited`` counts the masks kept."""
+    (read-only), the last ones kept within MASK_BUDGET bytes; ``visited`` counts the masks kept.
+    Safe to share between threads: each walk has its own scratch, the masks kept a lock."""
 
     def __init__(self, model: TokenizerModel, automaton: ByteAutomaton | pynini.Fst | ByteTable, cache: bool = True,
                  max_states: int = MAX_STATES):
@@ -145,10 +147,12 @@ class LazyDecoder(Steps):
         self._keep = max(1, MASK_BUDGET // (4 * self._nwords))
         self._k, self._t = _kernels(), layout(model, trie)
         self._loops = loop_columns(self._delta, self._cls, self._t.below.shape[1])
-        self._at = np.empty(int(self._t.depth.max(initial=0)) + 1, np.int32)  # the walk's state per depth
+        self._depth = int(self._t.depth.max(initial=0)) + 1  # T's depth + 1: a walk's state per depth
         self._widest = 0  # the most tokens a walk of T has set
-        self._kt: tuple | None = None  # the class trie, made after a wide mask when A has few classes
-        self._kcls = self._kloops = None
+        t = self._t  # what a mask walks: T's prefix nodes, or (after a wide mask, few classes) the class trie
+        self._walk: tuple = (t.col, t.depth, t.size, t.tptr, t.toks, t.below, self._cls, self._loops)
+        self._classes = False
+        self._lock = threading.Lock()  # the masks kept, shared by threads (the kernels release the GIL)
 
     @property
     def visited(self) -> int:
@@ -165,29 +169,30 @@ class LazyDecoder(Steps):
         if got is None:
             if not 0 <= state < len(self._final):
                 raise DisallowedTokenError(-1, state)
-            t = self._t
             words = np.zeros(self._nwords, WORD)
-            if self._kt is None and self._widest >= CLASS_TRIE_TOKENS and self._delta.shape[1] <= CLASS_TRIE_CLASSES:
+            if not self._classes and self._widest >= CLASS_TRIE_TOKENS and self._delta.shape[1] <= CLASS_TRIE_CLASSES:
                 self._class_trie()
-            if self._kt is not None:
-                self._k.reach_from(state, *self._kt, self._delta, self._kcls, self._kloops, words, self._at)
-            else:
-                got = self._k.reach_from(state, t.col, t.depth, t.size, t.tptr, t.toks, t.below, self._delta,
-                                         self._cls, self._loops, words, self._at)
-                self._widest = max(self._widest, got)
-            if len(self._words) >= self._keep:  # the oldest mask goes: memory stays within MASK_BUDGET
-                del self._words[next(iter(self._words))]
-            got = self._words[state] = words.view("<i4")
+            classes, walk = self._classes, self._walk  # one read: another thread may switch them
+            at = np.empty(self._depth, np.int32)  # the walk's state per depth, this call's own
+            n = self._k.reach_from(state, *walk[:6], self._delta, walk[6], walk[7], words, at)
+            if not classes:
+                self._widest = max(self._widest, n)
+            got = words.view("<i4")
             got.flags.writeable = False
+            with self._lock:  # the oldest mask goes: memory stays within MASK_BUDGET
+                while len(self._words) >= self._keep:
+                    del self._words[next(iter(self._words))]
+                got = self._words.setdefault(state, got)
         return got
 
     def _class_trie(self) -> None:
         """T's prefix nodes merged by their sequence of A's classes (``trie_kernels.class_trie``)
         and, per state, the bits of the classes it reads back into itself."""
         t, k = self._t, self._delta.shape[1]
-        self._kt = self._k.class_trie(t.col, t.depth, t.size, t.tptr, t.toks, self._cls, k)
-        self._kcls = np.arange(k, dtype=np.int32)  # the class trie's columns are classes
-        self._kloops = loop_columns(self._delta, self._kcls, 1)
+        kt = self._k.class_trie(t.col, t.depth, t.size, t.tptr, t.toks, self._cls, k)
+        kcls = np.arange(k, dtype=np.int32)  # the class trie's columns are classes
+        self._walk = (*kt, kcls, loop_columns(self._delta, kcls, 1))
+        self._classes = True
 
     def mask(self, state: int) -> np.ndarray:
         return unpack(self.bitmask(state), self.vocab_size)
