@@ -21,6 +21,7 @@ from hypothesis import example, given, settings
 from tokfst_cli import constraint, lazy, pipeline
 from tokfst_cli.errors import DisallowedTokenError, InputError
 from tokfst_cli.matcher import pack, unpack
+from tokfst_cli.steering import byte_steering
 from tokfst_cli.bench.schema_workers import random_text
 from tokfst_cli.schema import compile_schema
 
@@ -29,25 +30,6 @@ from .test_promote import _patterns
 from .walks import accepts, equal_masks, walks
 
 SCHEMAS = Path(__file__).parent / "data" / "schemas"
-
-
-def _closer(dec: lazy.LazyDecoder):
-    """closer(state, toks): the allowed tokens whose next state of A is fewest bytes from a final
-    state (a single-byte token on a shortest path is one of the allowed: the walk ends)."""
-    fst = dec._delta
-    n = len(fst) - 1
-    dist = np.where(np.array(dec._final, bool), 0, 1 << 30)
-    for _ in range(n):  # Bellman-Ford over A's table: fine for test sizes
-        step = np.minimum(dist, np.min(np.where(fst[:n] < n, dist[np.minimum(fst[:n], n - 1)] + 1, 1 << 30), axis=1))
-        if (step == dist).all():
-            break
-        dist = step
-
-    def closer(state, toks):
-        d = np.array([dist[dec.advance(state, t)] for t in toks.tolist()])
-        return toks[d == d.min()]
-
-    return closer
 
 
 @pytest.mark.parametrize("tok", ["gpt2", "llama2"])
@@ -70,7 +52,7 @@ def test_lazy_bench_regexes(tokenizer, tok, name):
     model, hf = tokenizer(tok), tokenizer.hf(tok)
     dec = lazy.decoder(model, pattern)
     equal_masks(pipeline.build(model, pattern).decoder(), dec, 400)
-    walks(dec, 300, seed=3, closer=_closer(dec))
+    walks(dec, 300, seed=3, closer=byte_steering(dec))
     text = {"decimal": "12.5", "json": '{"name":"Paul","age":30}', "date": "2024-01-31",
             "email": "john.smith@example.org", "cities": "Bonn", "words4": "the cat sat"}.get(name)
     if text is not None and tok == "gpt2":  # Llama-2's normalizer prefixes '▁': its ids spell another text
@@ -88,7 +70,7 @@ def test_lazy_schemas(tokenizer, tok, name):
     dec = lazy.decoder(model, automaton=compiled.automaton)
     promoted = pipeline.build(model, name, automaton=compiled.automaton, terminals=True).decoder()
     assert equal_masks(promoted, dec, 150) == 150
-    walks(dec, 20, seed=5, random_len=40, finish_len=4000, closer=_closer(dec))
+    walks(dec, 20, seed=5, random_len=40, finish_len=4000, closer=byte_steering(dec))
     if tok == "gpt2":  # random texts of the byte DFA, tokenized by HF
         texts = [t for t in (random_text(compiled.automaton.fst, seed) for seed in range(8)) if t is not None]
         assert texts

@@ -194,3 +194,18 @@ def test_bench_ready_lazy_file(tokenizer, tmp_path):
         dec = pipeline.build(model, SIX_REGEXES[name]).decoder()
         got = tokfst_lazy_file(model, SIX_REGEXES[name], str(tmp_path / "r.lazy"))
         assert (got == pack(dec.mask(dec.initial()))).all()
+
+
+def test_payload_longer_than_its_header_says():
+    """A payload that inflates past the size its header promises is refused as damaged (it is
+    inflated only up to that size), with valid checksums around it."""
+    import zlib
+
+    from tokfst_cli.artifacts import pack
+
+    header = {"format": byte_table.FORMAT, "version": byte_table.VERSION, "fingerprint": "x", "source": "s",
+              "start": 0, "states": 1, "classes": 1}
+    payload = zlib.compress(bytes(50 << 20), 9)
+    data = pack(byte_table.MAGIC, {**header, "payload_bytes": len(payload)}, payload)
+    with pytest.raises(InputError, match="damaged .payload size"):
+        byte_table.from_bytes(data)

@@ -158,12 +158,13 @@ def from_bytes(data: bytes, source: str = "artifact", fingerprint: str | None = 
     if fingerprint is not None and fingerprint != header["fingerprint"]:
         raise InputError(f"{source} was built for another tokenizer", "rebuild it for this tokenizer")
     n, k = fields["states"], fields["classes"]
+    cells = (n + 1) * k
+    size = 4 * cells + 4 * LABELS + n  # what the header promises; no more is inflated
     try:
-        raw = zlib.decompress(body[:fields["payload_bytes"]])
+        raw = zlib.decompressobj().decompress(body[:fields["payload_bytes"]], size + 1)
     except zlib.error:
         raise damaged("payload does not decompress") from None
-    cells = (n + 1) * k
-    if len(raw) != 4 * cells + 4 * LABELS + n or not fields["start"] < n or k < 1:
+    if len(raw) != size or not fields["start"] < n or k < 1:
         raise damaged("payload size")
     delta = np.frombuffer(raw, "<i4", cells).reshape(n + 1, k).astype(np.int32)
     label_class = np.frombuffer(raw, "<i4", LABELS, 4 * cells).astype(np.int32)

@@ -401,16 +401,16 @@ def load(path: str, tokenizer: TokenizerModel | str | None = None) -> Decoder:
     data = read_artifact(path)
     if data.startswith(bpe_factorized.MAGIC):
         return bpe_factorized.from_bytes(data, model, path)
-    if data.startswith(mm_factorized.MAGIC) or data.startswith(byte_table.MAGIC):
-        lazy_form = data.startswith(byte_table.MAGIC)
-        if model is None:
-            raise InputError(f"{path} is a {'lazy' if lazy_form else 'WordPiece factorized'} artifact",
-                             "load it with its tokenizer", hint="artifact-needs-tokenizer")
-        if lazy_form:
-            from .lazy import from_artifact
-
-            return from_artifact(data, model, path)
+    for magic, kind in ((mm_factorized.MAGIC, "WordPiece factorized"), (byte_table.MAGIC, "lazy")):
+        if data.startswith(magic) and model is None:
+            raise InputError(f"{path} is a {kind} artifact", "load it with its tokenizer",
+                             hint="artifact-needs-tokenizer")
+    if data.startswith(mm_factorized.MAGIC):
         return mm_factorized.from_bytes(data, model, path)
+    if data.startswith(byte_table.MAGIC):
+        from .lazy import from_artifact
+
+        return from_artifact(data, model, path)
     if data.startswith(_OPENFST_MAGIC):
         from .artifacts import parse_fst
 

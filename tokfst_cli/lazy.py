@@ -213,8 +213,9 @@ class LazyDecoder(Steps):
     def ends(self, state: int, tokens: np.ndarray) -> np.ndarray:
         """The state after each of ``tokens`` from ``state`` (-1 where A cannot read the token)."""
         tokens = np.asarray(tokens, np.int64)
-        if len(tokens) and (tokens.min() < 0 or tokens.max() >= self.vocab_size) or not 0 <= state < len(self._final):
-            raise DisallowedTokenError(int(tokens[0]) if len(tokens) else -1, state)
+        bad = np.flatnonzero((tokens < 0) | (tokens >= self.vocab_size))
+        if len(bad) or not 0 <= state < len(self._final):
+            raise DisallowedTokenError(int(tokens[bad[0]]) if len(bad) else -1, state)
         return self._k.run_many(state, tokens, self._t.ptr, self._t.cols, self._delta, self._cls,
                                 np.empty(len(tokens), np.int64))
 
@@ -262,15 +263,20 @@ def decoder(model: TokenizerModel, pattern: str | None = None, *, schema: Any = 
     return LazyDecoder(model, restricted(model, automaton, filters), cache)
 
 
-def artifact(model: TokenizerModel, automaton: ByteAutomaton | pynini.Fst, max_states: int = MAX_STATES,
-             cache: bool = True, filters: Filters | None = None) -> bytes:
-    """The lazy artifact of a byte automaton (text filters applied) for ``model`` (``tokfst promote
-    --format lazy``): :mod:`.byte_table`'s container, refused now for what :class:`LazyDecoder`
-    would refuse."""
+def table_for(model: TokenizerModel, automaton: ByteAutomaton | pynini.Fst, max_states: int = MAX_STATES,
+              cache: bool = True, filters: Filters | None = None) -> ByteTable:
+    """The :class:`ByteTable` of a byte automaton (text filters applied) for ``model``, refused now
+    for what :class:`LazyDecoder` would refuse."""
     check_filters(filters)
     spelling_trie(model, cache)
-    table = of_automaton(restricted(model, automaton, filters), max_states)
-    return to_bytes(table, model.fingerprint)
+    return of_automaton(restricted(model, automaton, filters), max_states)
+
+
+def artifact(model: TokenizerModel, automaton: ByteAutomaton | pynini.Fst, max_states: int = MAX_STATES,
+             cache: bool = True, filters: Filters | None = None) -> bytes:
+    """The lazy artifact (``tokfst promote --format lazy``) of :func:`table_for`: :mod:`.byte_table`'s
+    container, with the model's fingerprint."""
+    return to_bytes(table_for(model, automaton, max_states, cache, filters), model.fingerprint)
 
 
 def from_artifact(data: bytes, model: TokenizerModel, source: str = "artifact") -> LazyDecoder:

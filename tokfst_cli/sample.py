@@ -9,8 +9,8 @@ and the law asked for (``uniform``):
   the first half of the budget each step is one choice, uniformly, among the allowed tokens and
   (at a final state) ending; then the walk is steered (:mod:`tokfst_cli.steering`: among the
   allowed tokens, those nearest a final state of the underlying automaton) and ends at the first
-  final state. A walk not final at the budget is
-  dropped and drawn again. On free text the walks are mostly about ``max_tokens / 2`` long.
+  final state. A walk not final at the budget is dropped and drawn again. On free text the walks
+  are mostly about ``max_tokens / 2`` long.
 * ``"paths"`` (:class:`Uniform`): **uniform** over the accepted sequences of at most
   ``max_tokens`` tokens, with exact (big-integer) path counts (:class:`counting.UniformDraw`);
   a factorized form is first expanded through its decoder (:func:`counting.explore`, up to
@@ -173,7 +173,7 @@ def sample(decoder, n: int, max_tokens: int = MAX_TOKENS, seed: int | None = Non
             continue
         dropped += 1
         if dropped > max(50, WALK_TRIES * n):
-            raise InputError(f"{dropped} random walks of the {'lazy' if hasattr(decoder, 'table') else 'factorized'} artifact met a dead end or no final state "
+            raise InputError(f"{dropped} random walks of the artifact met a dead end or no final state "
                              f"within {max_tokens} tokens ({len(out)} of {n} ended)",
                              "allow more tokens (max_tokens), or sample the materialized artifact (uniform)",
                              hint="sample-walks", max_tokens=max_tokens)

@@ -152,15 +152,8 @@ def _run(q, t, ptr, cols, delta, cls):  # pragma: no cover
 
 
 def _run_many(q, tokens, ptr, cols, delta, cls, out):  # pragma: no cover
-    dead = delta.shape[0] - 1
     for i in range(len(tokens)):
-        t = tokens[i]
-        s = q if ptr[t] < ptr[t + 1] else dead
-        for j in range(ptr[t], ptr[t + 1]):
-            s = delta[s, cls[cols[j]]]
-            if s == dead:
-                break
-        out[i] = -1 if s == dead else s
+        out[i] = run(q, tokens[i], ptr, cols, delta, cls)  # the compiled ``run`` below
     return out
 
 
@@ -247,5 +240,6 @@ def _class_trie(col, depth, size, tptr, toks, cls, nclasses):  # pragma: no cove
     return kcls[:k].copy(), kdepth[:k].copy(), ksize, ktptr[:k + 1].copy(), ktoks[:nt].copy(), kbelow
 
 
-(flatten, reach_from, token_paths, run, run_many, class_trie), CACHED = jit_all(
-    _flatten, _reach_from, _token_paths, _run, _run_many, _class_trie)
+(flatten, reach_from, token_paths, run, class_trie), CACHED = jit_all(
+    _flatten, _reach_from, _token_paths, _run, _class_trie)
+(run_many,), _ = jit_all(_run_many)  # calls ``run``, compiled above

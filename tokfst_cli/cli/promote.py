@@ -153,6 +153,7 @@ def _write_lazy(tokenizer: str, source, pattern: str, filters: Filters, max_stat
     import time
 
     from .. import lazy
+    from ..byte_table import to_bytes
     from ..regex import compile_regex
 
     OUT.refuse_binary_tty(out, "a lazy artifact")
@@ -161,12 +162,10 @@ def _write_lazy(tokenizer: str, source, pattern: str, filters: Filters, max_stat
         model = tokmod.load(tokenizer)
     with OUT.progress("compiling"):
         a = source if source is not None else compile_regex(pattern, max_states)
-        data = lazy.artifact(model, a, max_states, cache=not no_cache, filters=filters)
+        table = lazy.table_for(model, a, max_states, cache=not no_cache, filters=filters)
+        data = to_bytes(table, model.fingerprint)
     OUT.data(out, data)
     if verbose:
-        from ..byte_table import from_bytes
-
-        table = from_bytes(data)
         OUT.say(f"tokfst: lazy artifact: {table.states} states of the byte DFA, {table.delta.shape[1]} classes of "
                 f"bytes, {len(data)} bytes, in {(time.perf_counter() - start) * 1000:.1f} ms")
 
