@@ -14,17 +14,22 @@ of every determinization and minimization. Union, concatenation, closure, determ
 and minimization commute with substituting the bodies for the labels; intersection and
 difference do not, so :class:`Budget` expands both operands first (:meth:`Budget.expand`),
 as does the compiler before it hands the automaton out (then determinized: a key body
-overlaps the named keys).
+overlaps the named keys). Those expansions are determinized and minimized over byte classes
+(:mod:`..label_classes`: the 40-80 classes a schema's literals leave of the ~200 bytes a
+string's body has arcs on), then copied back to bytes (:meth:`Budget.minimal`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
+import numpy as np
 import pynini
 
+from .. import label_classes
+from ..artifacts import FstArrays, fst_arrays
 from ..errors import EmptyLanguageError, LimitError
 from ..fsts import text_acceptor
 from ..progress import report
@@ -43,6 +48,7 @@ Lang = dict[str, pynini.Fst]  # JSON type -> its texts (a missing type: none)
 _DFA = pynini.I_DETERMINISTIC | pynini.NO_EPSILONS
 BODY = 990  # placeholder label: the spelled body of any string (above the bytes, below .sequences' labels)
 PLACEHOLDERS = 1 << 24  # the labels of other bodies (Budget.placeholder), above .sequences' symbols
+CLASSED_ARCS = 4096  # expansions of fewer arcs (about) are determinized over bytes
 
 
 def lit(text: str | bytes) -> pynini.Fst:
@@ -94,6 +100,7 @@ class Budget:
     def __init__(self, max_states: int):
         self.max_states = max_states
         self.bodies: dict[int, pynini.Fst] = {}  # placeholder label -> what it stands for
+        self._arrays: dict[int, FstArrays] = {}  # the bodies' arcs, read once
 
     def placeholder(self, f: pynini.Fst) -> pynini.Fst:
         """One arc standing for ``f`` (an automaton without placeholders) until :meth:`expand`."""
@@ -101,13 +108,54 @@ class Budget:
         self.bodies[label] = f
         return body(label)
 
+    def _pieces(self, f: pynini.Fst) -> list[tuple[int, pynini.Fst]]:
+        from .strings import any_body  # strings builds on this module
+
+        return [(BODY - 1, f), (BODY, any_body()), *self.bodies.items()]
+
     def expand(self, f: pynini.Fst) -> pynini.Fst:
         """``f`` with each placeholder arc replaced by what it stands for (epsilon-free, not always
         deterministic)."""
-        from .strings import any_body  # strings builds on this module
+        return pynini.replace(self._pieces(f), epsilon_on_replace=True).rmepsilon()
 
-        pairs = [(BODY - 1, f), (BODY, any_body()), *self.bodies.items()]
-        return pynini.replace(pairs, epsilon_on_replace=True).rmepsilon()
+    def classed(self, fs: Sequence[pynini.Fst]) -> tuple[list[pynini.Fst], label_classes.Classes] | None:
+        """Each of ``fs`` expanded over the byte classes common to them and to the bodies they use
+        (:mod:`..label_classes`), or None when that would not pay: few arcs, or classes nearly the bytes."""
+        arrays = [fst_arrays(f) for f in fs]
+        labels, uses = np.unique(np.concatenate([a.ilabel for a in arrays]), return_counts=True)
+        used = {label: n for label, n in zip(labels.tolist(), uses.tolist()) if label == BODY or label in self.bodies}
+        expanded = sum(len(a.src) for a in arrays) + sum(n * len(self._body_arrays(b).src) for b, n in used.items())
+        inner = {int(x) for b in used for x in np.unique(self._body_arrays(b).ilabel) if x == BODY or x in self.bodies}
+        bodies = [(label, self._body_arrays(label)) for label in sorted(used.keys() | inner)]
+        if expanded < CLASSED_ARCS:
+            return None
+        classes = label_classes.of([*arrays, *(a for _, a in bodies)])
+        if classes.trivial:
+            return None
+        shared = [(label, label_classes.compress(a, classes)) for label, a in bodies]
+        return [pynini.replace([(BODY - 1, label_classes.compress(a, classes)), *shared],
+                               epsilon_on_replace=True).rmepsilon() for a in arrays], classes
+
+    def _body_arrays(self, label: int) -> FstArrays:
+        if label not in self._arrays:
+            from .strings import any_body  # strings builds on this module
+
+            self._arrays[label] = fst_arrays(any_body() if label == BODY else self.bodies[label])
+        return self._arrays[label]
+
+    def _expanded(self, fs: Sequence[pynini.Fst], build: Callable[..., pynini.Fst], what: str) -> pynini.Fst | None:
+        """The minimal DFA of ``build`` over the expansions of ``fs``: built over their byte
+        classes, then copied back to bytes (expansion puts a string's ~200 byte arcs a state in)."""
+        got = self.classed(fs)
+        if got is None:
+            return self.dfa(build(*(self.expand(f) for f in fs)), what)
+        expanded, classes = got
+        g = self.dfa(build(*expanded), what)
+        return None if g is None else label_classes.expand(fst_arrays(g), classes)
+
+    def minimal(self, f: pynini.Fst | None, what: str) -> pynini.Fst | None:
+        """The minimal DFA of :meth:`expand` of ``f``."""
+        return None if is_empty(f) else self._expanded([f], lambda g: g, what)
 
     def check(self, states: int, what: str) -> None:
         if states > self.max_states:
@@ -137,17 +185,15 @@ class Budget:
     def intersect(self, a: pynini.Fst | None, b: pynini.Fst | None, what: str) -> pynini.Fst | None:
         if is_empty(a) or is_empty(b):
             return None
-        f = pynini.intersect(self.expand(a).arcsort("olabel"), self.expand(b).arcsort("ilabel"))
-        return self.dfa(f, what)
+        return self._expanded([a, b], lambda x, y: pynini.intersect(x.arcsort("olabel"), y.arcsort("ilabel")), what)
 
     def difference(self, a: pynini.Fst | None, b: pynini.Fst | None, what: str) -> pynini.Fst | None:
         if is_empty(a):
             return None
         if is_empty(b):
             return a
-        f = pynini.difference(self.expand(a).arcsort("olabel"),
-                              deterministic(self.expand(b), self, what).arcsort("ilabel"))
-        return self.dfa(f, what)
+        return self._expanded([a, b], lambda x, y: pynini.difference(
+            x.arcsort("olabel"), deterministic(y, self, what).arcsort("ilabel")), what)
 
     def concat(self, parts: Iterable[pynini.Fst | None], what: str) -> pynini.Fst | None:
         f = pynini.accep("")

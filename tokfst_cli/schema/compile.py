@@ -377,7 +377,7 @@ def compile_schema(schema: Schema, *, whitespace: str = "compact", max_depth: in
     start = time.perf_counter()
     c = Compiler(schema, whitespace, max_depth, lenient, any_order, max_states)
     value = c.value([schema], max_depth, c.positions.root())
-    fst = None if value is None else c.budget.dfa(c.budget.expand(c.policy.top(value)), "the schema's automaton")
+    fst = None if value is None else c.budget.minimal(c.policy.top(value), "the schema's automaton")
     if fst is None:
         raise EmptyLanguageError("no JSON text is valid under the schema", "check the schema, or raise max_depth")
     table = byte_table()

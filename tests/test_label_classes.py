@@ -1,0 +1,87 @@
+"""Byte classes (label_classes) against the bytes: the partition, and OpenFst's DFAs through it."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pynini
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tokfst_cli import label_classes
+from tokfst_cli.artifacts import fst_arrays
+from tokfst_cli.regex import compile_regex
+from tokfst_cli.schema import automata, compile_schema
+
+ATOMS = ["a", "b", "[a-f]", "[^a]", "[a-z0-9]", r"\.", '[^"\\\\]', "é", "[^b-y]", "x"]
+SCHEMAS = Path(__file__).parent / "data" / "schemas"
+
+
+@st.composite
+def regexes(draw) -> str:
+    """Alternations of concatenations of quantified atoms, some classes wide (whole UTF-8 ranges)."""
+    def term() -> str:
+        return "".join(draw(st.sampled_from(ATOMS)) + draw(st.sampled_from(["", "*", "?", "{1,2}"]))
+                       for _ in range(draw(st.integers(1, 3))))
+    return "|".join(term() for _ in range(draw(st.integers(1, 3))))
+
+
+def destinations(a) -> dict[int, dict[int, frozenset]]:
+    """byte -> state -> the set of its destinations there."""
+    out: dict[int, dict[int, set]] = defaultdict(lambda: defaultdict(set))
+    for s, label, d in zip(a.src.tolist(), a.ilabel.tolist(), a.nextstate.tolist()):
+        out[label][s].add(d)
+    return {b: {s: frozenset(v) for s, v in m.items()} for b, m in out.items()}
+
+
+@given(st.lists(regexes(), min_size=1, max_size=3))
+@settings(max_examples=60, deadline=None)
+def test_classes_are_the_coarsest_equivalence(patterns):
+    pieces = [fst_arrays(compile_regex(p).fst) for p in patterns]
+    classes = label_classes.of(pieces)
+    maps = [destinations(a) for a in pieces]
+    for b in range(1, 257):
+        for c in (b + 1, b + 17, 256):
+            if c > 256 or c == b:
+                continue
+            same = all(m.get(b, {}) == m.get(c, {}) for m in maps)
+            assert same == (classes.rep[b] == classes.rep[c]), (patterns, b, c)
+    assert classes.count == len(set(classes.rep[1:].tolist()))
+    assert all(classes.rep[b] <= b for b in range(257))
+
+
+@given(st.lists(regexes(), min_size=2, max_size=3))
+@settings(max_examples=60, deadline=None)
+def test_minimal_dfa_through_classes_equals_the_bytes(patterns):
+    fsts = [compile_regex(p).fst.set_input_symbols(None).set_output_symbols(None) for p in patterns]
+    union = pynini.union(*fsts).rmepsilon()
+    direct = pynini.determinize(union).minimize()
+    classes = label_classes.of([fst_arrays(f) for f in fsts])
+    compressed = pynini.union(*(label_classes.compress(fst_arrays(f), classes) for f in fsts)).rmepsilon()
+    assert compressed.num_states() == union.num_states()
+    via = label_classes.expand(fst_arrays(pynini.determinize(compressed).minimize()), classes)
+    assert via.num_states() == direct.num_states()
+    assert sum(via.num_arcs(s) for s in via.states()) == sum(direct.num_arcs(s) for s in direct.states())
+    assert pynini.equivalent(direct, via.arcsort("ilabel")) and via.verify()
+
+
+def test_schemas_compile_the_same_with_and_without_classes(monkeypatch):
+    """A string body meeting named keys (pre-commit-hooks) and if/then/else's intersections and
+    differences (global.json): the same minimal DFA as over bytes."""
+    for name in ("pre-commit-hooks", "global"):
+        schema = json.loads((SCHEMAS / f"{name}.json").read_text())
+        calls = []
+        classed = automata.Budget.classed
+        monkeypatch.setattr(automata.Budget, "classed", lambda self, fs: calls.append(r := classed(self, fs)) or r)
+        with_classes = compile_schema(schema).automaton.fst
+        assert any(r is not None for r in calls), name  # the classes were used
+        monkeypatch.setattr(automata, "CLASSED_ARCS", 1 << 62)
+        over_bytes = compile_schema(schema).automaton.fst
+        monkeypatch.undo()
+        assert with_classes.num_states() == over_bytes.num_states()
+        arcs = [sum(f.num_arcs(s) for s in f.states()) for f in (with_classes, over_bytes)]
+        assert arcs[0] == arcs[1]
+        assert pynini.equivalent(with_classes.arcsort("ilabel"), over_bytes.arcsort("ilabel")), name
