@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokfst_cli import label_classes
-from tokfst_cli.artifacts import fst_arrays
+from tokfst_cli.artifacts import fst_arrays, fst_from
 from tokfst_cli.regex import compile_regex
 from tokfst_cli.schema import automata, compile_schema
 
@@ -62,7 +62,7 @@ def test_minimal_dfa_through_classes_equals_the_bytes(patterns):
     classes = label_classes.of([fst_arrays(f) for f in fsts])
     compressed = pynini.union(*(label_classes.compress(fst_arrays(f), classes) for f in fsts)).rmepsilon()
     assert compressed.num_states() == union.num_states()
-    via = label_classes.expand(fst_arrays(pynini.determinize(compressed).minimize()), classes)
+    via = fst_from(label_classes.expand(fst_arrays(pynini.determinize(compressed).minimize()), classes))
     assert via.num_states() == direct.num_states()
     assert sum(via.num_arcs(s) for s in via.states()) == sum(direct.num_arcs(s) for s in direct.states())
     assert pynini.equivalent(direct, via.arcsort("ilabel")) and via.verify()
@@ -85,3 +85,16 @@ def test_schemas_compile_the_same_with_and_without_classes(monkeypatch):
         arcs = [sum(f.num_arcs(s) for s in f.states()) for f in (with_classes, over_bytes)]
         assert arcs[0] == arcs[1]
         assert pynini.equivalent(with_classes.arcsort("ilabel"), over_bytes.arcsort("ilabel")), name
+
+
+def test_lazy_table_from_the_compiled_arcs_equals_the_table_from_the_fst():
+    """compile_schema hands its DFA's arcs on; the lazy decoder's table from them is the one from
+    reading the automaton back."""
+    from tokfst_cli.byte_table import of_automaton
+
+    schema = json.loads((SCHEMAS / "pre-commit-hooks.json").read_text())
+    automaton = compile_schema(schema).automaton
+    assert automaton.arrays is not None
+    known, read = of_automaton(automaton), of_automaton(automaton.fst)
+    assert (known.delta == read.delta).all() and (known.label_class == read.label_class).all()
+    assert (known.final == read.final).all() and known.start == read.start

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import pynini
 
+from . import label_classes
 from .artifacts import FstArrays, fst_arrays, pack, unpack
 from .errors import EmptyLanguageError, InputError, LimitError
 from .regex import ByteAutomaton, determinize_bounded
@@ -68,28 +69,23 @@ class ByteTable:
 
 
 def of_arrays(a: FstArrays, source: str, max_cells: int = MAX_CELLS) -> ByteTable:
-    """The table of a deterministic acceptor's arrays (labels 1-256; the caller checks them).
-    LimitError past ``max_cells`` cells, counted before the table is built."""
+    """The table of a deterministic acceptor's arrays (labels 1-256; the caller checks them), over
+    its classes of bytes (:func:`..label_classes.of`). LimitError past ``max_cells`` cells,
+    counted before the table is built."""
     n = len(a.final)
-    order = np.argsort(a.ilabel.astype(np.uint16), kind="stable")  # arcs come by state: (label, state) order
-    src, nxt, lab = a.src[order], a.nextstate[order], a.ilabel[order]
-    bounds = np.flatnonzero(np.r_[True, lab[1:] != lab[:-1], True]) if len(lab) else np.zeros(1, np.int64)
-    pairs = np.stack([src, nxt], 1)
+    rep = label_classes.of([a]).rep
+    present = np.zeros(label_classes.BYTES, bool)
+    present[a.ilabel] = True
+    reps = np.unique(rep[present])  # the classes of the bytes on some arc, by their first byte
     label_class = np.zeros(LABELS, np.int32)
-    first: dict[bytes, int] = {}  # a label's arcs -> its class
-    reps = []  # per class past 0: the arcs of its first label
-    for i, j in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
-        k = first.setdefault(pairs[i:j].tobytes(), len(first) + 1)
-        if k > len(reps):
-            reps.append((i, j))
-        label_class[lab[i]] = k
+    label_class[:label_classes.BYTES] = np.where(present[rep], np.searchsorted(reps, rep) + 1, 0)
     cells = (n + 1) * (len(reps) + 1)
     if cells > max_cells:
         raise LimitError("A's table over its classes of bytes", "max_cells", max_cells, cells, unit="cells",
                          at_least=False)
     delta = np.full((n + 1, len(reps) + 1), n, np.int32)
-    for k, (i, j) in enumerate(reps, 1):
-        delta[src[i:j], k] = nxt[i:j]
+    own = rep[a.ilabel] == a.ilabel  # the arcs of each class's first byte
+    delta[a.src[own], label_class[a.ilabel[own]]] = a.nextstate[own]
     return ByteTable(delta, label_class, a.final.astype(bool), int(a.start), source)
 
 
@@ -119,6 +115,9 @@ def of_automaton(automaton: ByteAutomaton | pynini.Fst, max_states: int = MAX_ST
             raise InputError(f"the lazy decoder does not expand token-level groups ({', '.join(kinds)})",
                              "promote the pattern (pipeline.build), whose terminal labels carry them",
                              hint="lazy-groups")
+    known = automaton.arrays if isinstance(automaton, ByteAutomaton) else None
+    if known is not None:  # a trim DFA's arcs (compile_schema's)
+        return of_arrays(known, source, max_cells)
     a = _deterministic(fst, max_states)
     if a.start() == pynini.NO_STATE_ID or a.num_states() == 0:
         raise EmptyLanguageError(f"{source!r} matches no string", "check the pattern")

@@ -35,46 +35,28 @@ class Classes(NamedTuple):
         return self.count > BYTES // 2
 
 
-def _mix(x: np.ndarray, seed: int) -> np.ndarray:
-    """A 64-bit mixing function (splitmix64's), so that sums of mixed keys hash sets of keys."""
-    x = x.astype(np.uint64) + np.uint64(seed)
-    x ^= x >> np.uint64(30)
-    x *= np.uint64(0xBF58476D1CE4E5B9)
-    x ^= x >> np.uint64(27)
-    x *= np.uint64(0x94D049BB133111EB)
-    x ^= x >> np.uint64(31)
-    return x
-
-
-def _sums(label: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """Per label, the sum of ``values`` modulo 2^64 (four exact float64 bincounts of 16 bits each)."""
-    total = np.zeros(BYTES, np.uint64)
-    for shift in (0, 16, 32, 48):
-        part = ((values >> np.uint64(shift)) & np.uint64(0xFFFF)).astype(np.float64)
-        total += np.bincount(label, part, BYTES).astype(np.uint64) << np.uint64(shift)
-    return total
-
-
 def of(pieces: Sequence[FstArrays]) -> Classes:
     """The coarsest classes of bytes equivalent in every piece.
 
-    Each byte's set of (state, destination) pairs over the pieces is hashed to 128 bits (two
-    sums of mixed keys, and its size): bytes are merged when these agree, so a wrong merge
-    has a probability below 2^-100. The pieces are deterministic (one arc a label and state),
-    as every piece here is; in a piece with repeated arcs a byte would only stay apart.
+    Exact for deterministic pieces (every piece here): a byte's arcs, stably sorted by byte,
+    list its (state, destination) pairs piece by piece in state order, one a state, so equal
+    lists are equal behaviours. In a piece with several arcs of one byte at a state, the
+    order of those arcs counts too: two bytes may then stay apart, never wrongly merged.
     """
-    total = sum(len(p.final) for p in pieces)
-    label, key, offset = [], [], 0
-    for p in pieces:
-        byte = (p.ilabel > 0) & (p.ilabel < BYTES)
-        key.append((p.src[byte] + offset) * total + p.nextstate[byte] + offset)
-        label.append(p.ilabel[byte])
-        offset += len(p.final)
-    labels, keys = np.concatenate(label).astype(np.intp), np.concatenate(key).astype(np.uint64)
-    signature = np.stack([_sums(labels, _mix(keys, 0)), _sums(labels, _mix(keys, 0x9E3779B97F4A7C15)),
-                          np.bincount(labels, minlength=BYTES).astype(np.uint64)], axis=1)
-    _, first, rep = np.unique(signature[1:], axis=0, return_index=True, return_inverse=True)
-    return Classes(np.concatenate(([0], first[rep.ravel()] + 1)), len(first))
+    offsets = np.cumsum([0, *(len(p.final) for p in pieces)])
+    src = np.concatenate([p.src + o for p, o in zip(pieces, offsets)]).astype(np.int64)
+    dst = np.concatenate([p.nextstate + o for p, o in zip(pieces, offsets)]).astype(np.int64)
+    label = np.concatenate([p.ilabel for p in pieces]).astype(np.int64)
+    byte = (label > 0) & (label < BYTES)
+    src, dst, label = src[byte], dst[byte], label[byte]
+    order = np.argsort(label.astype(np.uint16), kind="stable")  # arcs come by state: (byte, state) order
+    pairs = np.stack([src[order], dst[order]], 1)
+    bounds = np.searchsorted(label[order], np.arange(BYTES + 1))
+    rep = np.arange(BYTES)
+    first: dict[bytes, int] = {}  # a byte's pairs -> the first byte with them
+    for b in range(1, BYTES):
+        rep[b] = first.setdefault(pairs[bounds[b]:bounds[b + 1]].tobytes(), b)
+    return Classes(rep, len(first))
 
 
 def compress(a: FstArrays, classes: Classes) -> pynini.Fst:
@@ -85,8 +67,9 @@ def compress(a: FstArrays, classes: Classes) -> pynini.Fst:
                            a.nextstate[keep])
 
 
-def expand(a: FstArrays, classes: Classes) -> pynini.Fst:
-    """An acceptor over representatives as one over bytes: each arc copied to its class's members."""
+def expand(a: FstArrays, classes: Classes) -> FstArrays:
+    """An acceptor over representatives as one over bytes: each arc copied to its class's members
+    (in place of each arc, its class's bytes in order)."""
     rep = classes.rep
     members = np.argsort(rep, kind="stable")  # the bytes grouped by class, each class in order
     first = np.searchsorted(rep[members], np.arange(BYTES))
@@ -97,4 +80,4 @@ def expand(a: FstArrays, classes: Classes) -> pynini.Fst:
     arc = np.repeat(np.arange(len(label)), copies)
     within = np.arange(len(arc)) - np.repeat(np.cumsum(copies) - copies, copies)
     out = np.where(byte[arc], members[first[label[arc]] + within], a.ilabel[arc])
-    return fst_from_arrays(len(a.final), a.start, a.final, a.src[arc], out, out, a.nextstate[arc])
+    return FstArrays(a.start, a.final, a.src[arc], out, out, a.nextstate[arc])

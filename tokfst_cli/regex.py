@@ -24,6 +24,7 @@ from interegular import patterns as ip
 from interegular.fsm import anything_else
 
 from . import groups, utf8
+from .artifacts import FstArrays
 from .errors import EmptyLanguageError, InputError, LimitError
 from .fsts import text_acceptor
 from .progress import report
@@ -35,8 +36,12 @@ Ranges = list[tuple[int, int]]
 
 @dataclass
 class ByteAutomaton:
+    """A byte automaton and what it was built from; ``arrays``: its arcs in bulk when they are
+    known (a trim DFA's, read by the lazy decoder instead of reading ``fst`` again)."""
+
     fst: pynini.Fst
     pattern: str
+    arrays: FstArrays | None = None
 
 
 _UNICODE_ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|U([0-9a-fA-F]{8})|N\{([^}]*)\}|(.))", re.DOTALL)

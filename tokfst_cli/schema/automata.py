@@ -14,7 +14,8 @@ of every determinization and minimization. Union, concatenation, closure, determ
 and minimization commute with substituting the bodies for the labels; intersection and
 difference do not, so :class:`Budget` expands both operands first (:meth:`Budget.expand`),
 as does the compiler before it hands the automaton out (then determinized: a key body
-overlaps the named keys). Those expansions are determinized and minimized over byte classes
+overlaps the named keys). Those expansions, and a string language's spellings
+(:meth:`Budget.wide_dfa`), are determinized and minimized over byte classes
 (:mod:`..label_classes`: the 40-80 classes a schema's literals leave of the ~200 bytes a
 string's body has arcs on), then copied back to bytes (:meth:`Budget.minimal`).
 """
@@ -29,7 +30,7 @@ import numpy as np
 import pynini
 
 from .. import label_classes
-from ..artifacts import FstArrays, fst_arrays
+from ..artifacts import FstArrays, fst_arrays, fst_from
 from ..errors import EmptyLanguageError, LimitError
 from ..fsts import text_acceptor
 from ..progress import report
@@ -48,7 +49,7 @@ Lang = dict[str, pynini.Fst]  # JSON type -> its texts (a missing type: none)
 _DFA = pynini.I_DETERMINISTIC | pynini.NO_EPSILONS
 BODY = 990  # placeholder label: the spelled body of any string (above the bytes, below .sequences' labels)
 PLACEHOLDERS = 1 << 24  # the labels of other bodies (Budget.placeholder), above .sequences' symbols
-CLASSED_ARCS = 4096  # expansions of fewer arcs (about) are determinized over bytes
+CLASSED_ARCS = 1024  # automata of fewer arcs (about, once expanded) are determinized over bytes
 
 
 def lit(text: str | bytes) -> pynini.Fst:
@@ -150,12 +151,34 @@ class Budget:
         if got is None:
             return self.dfa(build(*(self.expand(f) for f in fs)), what)
         expanded, classes = got
-        g = self.dfa(build(*expanded), what)
+        return _fst(self._bytes(self.dfa(build(*expanded), what), classes))
+
+    @staticmethod
+    def _bytes(g: pynini.Fst | None, classes: label_classes.Classes) -> FstArrays | None:
         return None if g is None else label_classes.expand(fst_arrays(g), classes)
 
-    def minimal(self, f: pynini.Fst | None, what: str) -> pynini.Fst | None:
-        """The minimal DFA of :meth:`expand` of ``f``."""
-        return None if is_empty(f) else self._expanded([f], lambda g: g, what)
+    def minimal(self, f: pynini.Fst | None, what: str) -> tuple[pynini.Fst, FstArrays | None] | None:
+        """The minimal DFA of :meth:`expand` of ``f``, and its arcs when they were read anyway."""
+        if is_empty(f):
+            return None
+        got = self.classed([f])
+        if got is None:
+            g = self.dfa(self.expand(f), what)
+            return None if g is None else (g, None)
+        (expanded,), classes = got
+        a = self._bytes(self.dfa(expanded, what), classes)
+        return None if a is None else (fst_from(a), a)
+
+    def wide_dfa(self, f: pynini.Fst | None, what: str) -> pynini.Fst | None:
+        """:meth:`dfa` of an acceptor without placeholders whose states have many byte arcs (a
+        string language's spellings), over its own byte classes."""
+        if is_empty(f):
+            return None
+        a = fst_arrays(f.rmepsilon())
+        classes = label_classes.of([a])
+        if len(a.src) < CLASSED_ARCS or classes.trivial:
+            return self.dfa(f, what)
+        return _fst(self._bytes(self.dfa(label_classes.compress(a, classes), what), classes))
 
     def check(self, states: int, what: str) -> None:
         if states > self.max_states:
@@ -202,6 +225,10 @@ class Budget:
                 return None
             f.concat(p)
         return self.dfa(f, what)
+
+
+def _fst(a: FstArrays | None) -> pynini.Fst | None:
+    return None if a is None else fst_from(a)
 
 
 # ---- per-type languages ----------------------------------------------------------------------

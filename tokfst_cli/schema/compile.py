@@ -377,10 +377,12 @@ def compile_schema(schema: Schema, *, whitespace: str = "compact", max_depth: in
     start = time.perf_counter()
     c = Compiler(schema, whitespace, max_depth, lenient, any_order, max_states)
     value = c.value([schema], max_depth, c.positions.root())
-    fst = None if value is None else c.budget.minimal(c.policy.top(value), "the schema's automaton")
-    if fst is None:
+    result = None if value is None else c.budget.minimal(c.policy.top(value), "the schema's automaton")
+    if result is None:
         raise EmptyLanguageError("no JSON text is valid under the schema", "check the schema, or raise max_depth")
+    fst, arrays = result
     table = byte_table()
     fst.set_input_symbols(table).set_output_symbols(table)
     name = schema.get("title") if isinstance(schema, dict) and isinstance(schema.get("title"), str) else "schema"
-    return CompiledSchema(ByteAutomaton(fst, f"json-schema:{name}"), list(c.warnings), time.perf_counter() - start)
+    return CompiledSchema(ByteAutomaton(fst, f"json-schema:{name}", arrays), list(c.warnings),
+                          time.perf_counter() - start)

@@ -70,7 +70,7 @@ def spelled(budget: Budget, decoded: pynini.Fst | None) -> pynini.Fst | None:
     if not np.isin(fst_arrays(decoded).ilabel, _escaped_labels()).any():
         return decoded  # nothing to escape: the spelling is the identity
     body = pynini.compose(decoded.copy().arcsort("olabel"), _escape_transducer()).project("output")
-    return budget.dfa(body, "the spelling of a string language")
+    return budget.wide_dfa(body, "the spelling of a string language")
 
 
 def text(budget: Budget, decoded: pynini.Fst | None) -> pynini.Fst | None:
