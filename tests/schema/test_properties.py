@@ -167,6 +167,21 @@ def test_applicators_are_boolean_operations(a, b):
     assert pynini.equivalent(combined({"if": a, "then": b}), _dfa(pynini.union(both, otherwise)))
 
 
+
+@given(parts=st.lists(st.sampled_from(POOL), min_size=3, max_size=3))
+@settings(max_examples=20, deadline=None)
+def test_one_of_three_is_exactly_one(parts):
+    """oneOf over three branches (two or more may overlap, or none): the values in exactly one
+    branch, from the branches compiled in the same context (as above)."""
+    def alone(i):
+        return compiled({"anyOf": [p if j == i else {"allOf": [p, False]} for j, p in enumerate(parts)]},
+                        max_depth=1)
+
+    langs = [alone(i) for i in range(3)]
+    exactly = [_dfa(pynini.difference(langs[i], _dfa(pynini.union(*(langs[j] for j in range(3) if j != i)))))
+               for i in range(3)]
+    assert pynini.equivalent(compiled({"oneOf": parts}, max_depth=1), _dfa(pynini.union(*exactly))), parts
+
 JSON = st.recursive(st.none() | st.booleans() | st.integers(-1000, 1000) | st.floats(-1e6, 1e6, allow_nan=False)
                     | st.text(alphabet='ab"\\\né😀\x01', max_size=4),
                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from("abc"), inner,

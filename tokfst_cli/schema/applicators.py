@@ -104,14 +104,24 @@ def apply(c, node: dict, lang: Lang, depth: int, pos: Position, handled: set[tup
 
 
 def _one_of(alg: Algebra, lang: Lang, branches: list[Lang]) -> Lang:
-    """Valid under exactly one branch: "exactly one so far" and "two or more so far", branch by branch."""
+    """Valid under exactly one branch: "exactly one so far" and "two or more so far", branch by
+    branch. Where "one" and the branch share no value (the type parts whose meet is empty, the
+    common case of branches told apart by type or by a constant), the differences are the
+    operands themselves and are not computed."""
     one: Lang = {}
     more: Lang = {}
     for branch in branches:
         b = alg.meet(lang, branch, "oneOf")
-        more = alg.join([more, alg.meet(one, b, "oneOf")], "oneOf")
-        one = alg.join([alg.minus(one, b, "oneOf"), alg.minus(alg.minus(b, one, "oneOf"), more, "oneOf")], "oneOf")
+        both = alg.meet(one, b, "oneOf")
+        more = alg.join([more, both], "oneOf")
+        one = alg.join([alg.minus(one, _overlap(b, both), "oneOf"),
+                        alg.minus(alg.minus(b, _overlap(one, both), "oneOf"), more, "oneOf")], "oneOf")
     return one
+
+
+def _overlap(lang: Lang, both: Lang) -> Lang:
+    """The parts of ``lang`` of the types where the meet ``both`` is not empty."""
+    return {t: f for t, f in lang.items() if t in both}
 
 
 def _if(alg: Algebra, lang: Lang, cond: Lang, then: Lang | None, otherwise: Lang | None) -> Lang:
