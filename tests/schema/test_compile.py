@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from pathlib import Path
 
 import pytest
 
@@ -157,3 +158,22 @@ def test_the_automaton_is_minimal_and_named():
     assert r.automaton.pattern == "json-schema:point"
     assert fst.num_states() == fst.copy().minimize().num_states()
     assert fst.input_symbols().find(ord("{") + 1) == "{"
+
+
+@pytest.mark.parametrize("name", ["jdt", "launchsettings", "lerna"])
+def test_deferred_values_give_the_same_automaton(name, monkeypatch):
+    """Values deferred as placeholders in their objects (expanded once, at the end) against
+    values built into every object as before; compiled twice, as free values are shared
+    between compilations and must not carry one compilation's placeholders into the next."""
+    import pynini
+
+    from tokfst_cli.schema import automata
+
+    schema = json.loads((Path(__file__).parents[1] / "data" / "schemas" / f"{name}.json").read_text())
+    deferred = [compile_schema(schema).automaton.fst for _ in range(2)]
+    monkeypatch.setattr(automata, "DEFERRED_STATES", 1 << 62)
+    eager = compile_schema(schema).automaton.fst
+    for f in deferred:
+        assert (f.num_states(), sum(f.num_arcs(s) for s in f.states())) == (
+            eager.num_states(), sum(eager.num_arcs(s) for s in eager.states()))
+        assert pynini.equivalent(f.arcsort("ilabel"), eager.arcsort("ilabel"))

@@ -10,7 +10,11 @@ The body of an unconstrained string (every spelled string, without its quotes) i
 labelled :data:`BODY` while languages are put together, and so is the body of the keys an
 object does not name (:meth:`Budget.placeholder`): placeholders, as the nonterminals of an
 RTN, that keep the many byte arcs of string loops and key tries (a hundred-odd a state) out
-of every determinization and minimization. Union, concatenation, closure, determinization
+of every determinization and minimization. So is a member's value in its object once it has
+:data:`DEFERRED_STATES` states (:meth:`Budget.deferred`): an object's determinization and
+minimization then see its keys, not every value nested in it, and the values are expanded
+once, at the end (bodies may hold placeholders of their own; an expansion's size is checked
+against the budget before it is built). Union, concatenation, closure, determinization
 and minimization commute with substituting the bodies for the labels; intersection and
 difference do not, so :class:`Budget` expands both operands first (:meth:`Budget.expand`),
 as does the compiler before it hands the automaton out (then determinized: a key body
@@ -49,6 +53,7 @@ Lang = dict[str, pynini.Fst]  # JSON type -> its texts (a missing type: none)
 _DFA = pynini.I_DETERMINISTIC | pynini.NO_EPSILONS
 BODY = 990  # placeholder label: the spelled body of any string (above the bytes, below .sequences' labels)
 PLACEHOLDERS = 1 << 24  # the labels of other bodies (Budget.placeholder), above .sequences' symbols
+DEFERRED_STATES = 64  # values this large stand as one placeholder arc in their objects
 CLASSED_ARCS = 1024  # automata of fewer arcs (about, once expanded) are determinized over bytes
 
 
@@ -102,6 +107,19 @@ class Budget:
         self.max_states = max_states
         self.bodies: dict[int, pynini.Fst] = {}  # placeholder label -> what it stands for
         self._arrays: dict[int, FstArrays] = {}  # the bodies' arcs, read once
+        self._sizes: dict[int, tuple[int, int]] = {}  # the bodies' arcs and states once expanded
+        self._labels: dict[int, int] = {}  # id of a deferred automaton (kept alive in bodies) -> its label
+        self.deferring = True  # off while building what outlives this budget (free values)
+
+    def deferred(self, f: pynini.Fst) -> pynini.Fst:
+        """``f`` itself when small, else :meth:`placeholder` of it (one label for the same automaton)."""
+        if f.num_states() < DEFERRED_STATES or not self.deferring:
+            return f
+        label = self._labels.get(id(f))
+        if label is None:
+            label = self._labels[id(f)] = PLACEHOLDERS + len(self.bodies)
+            self.bodies[label] = f
+        return body(label)
 
     def placeholder(self, f: pynini.Fst) -> pynini.Fst:
         """One arc standing for ``f`` (an automaton without placeholders) until :meth:`expand`."""
@@ -117,25 +135,50 @@ class Budget:
     def expand(self, f: pynini.Fst) -> pynini.Fst:
         """``f`` with each placeholder arc replaced by what it stands for (epsilon-free, not always
         deterministic)."""
+        if self._labels:  # deferred values: the expansion's size is checked before it is built
+            self._check_expansion(f.num_states(), self._uses(fst_arrays(f)))
         return pynini.replace(self._pieces(f), epsilon_on_replace=True).rmepsilon()
+
+    def _check_expansion(self, states: int, uses: dict[int, int]) -> None:
+        self.check(states + sum(n * self._size(b)[1] for b, n in uses.items()), "an expansion of deferred values")
 
     def classed(self, fs: Sequence[pynini.Fst]) -> tuple[list[pynini.Fst], label_classes.Classes] | None:
         """Each of ``fs`` expanded over the byte classes common to them and to the bodies they use
         (:mod:`..label_classes`), or None when that would not pay: few arcs, or classes nearly the bytes."""
         arrays = [fst_arrays(f) for f in fs]
-        labels, uses = np.unique(np.concatenate([a.ilabel for a in arrays]), return_counts=True)
-        used = {label: n for label, n in zip(labels.tolist(), uses.tolist()) if label == BODY or label in self.bodies}
-        expanded = sum(len(a.src) for a in arrays) + sum(n * len(self._body_arrays(b).src) for b, n in used.items())
-        inner = {int(x) for b in used for x in np.unique(self._body_arrays(b).ilabel) if x == BODY or x in self.bodies}
-        bodies = [(label, self._body_arrays(label)) for label in sorted(used.keys() | inner)]
+        uses = [self._uses(a) for a in arrays]
+        for f, u in zip(fs, uses):
+            self._check_expansion(f.num_states(), u)
+        expanded = sum(len(a.src) + sum(n * self._size(b)[0] for b, n in u.items()) for a, u in zip(arrays, uses))
         if expanded < CLASSED_ARCS:
             return None
+        todo, used = [b for u in uses for b in u], set()
+        while todo:  # the bodies used, and those they use
+            b = todo.pop()
+            if b not in used:
+                used.add(b)
+                todo += self._uses(self._body_arrays(b))
+        bodies = [(label, self._body_arrays(label)) for label in sorted(used)]
         classes = label_classes.of([*arrays, *(a for _, a in bodies)])
         if classes.trivial:
             return None
         shared = [(label, label_classes.compress(a, classes)) for label, a in bodies]
         return [pynini.replace([(BODY - 1, label_classes.compress(a, classes)), *shared],
                                epsilon_on_replace=True).rmepsilon() for a in arrays], classes
+
+    def _uses(self, a: FstArrays) -> dict[int, int]:
+        """The placeholders on the arcs of ``a``, with their numbers of arcs."""
+        labels, counts = np.unique(a.ilabel[a.ilabel >= BODY], return_counts=True)
+        return {x: n for x, n in zip(labels.tolist(), counts.tolist()) if x == BODY or x in self.bodies}
+
+    def _size(self, label: int) -> tuple[int, int]:
+        """The arcs and states of a placeholder's body once expanded (its own placeholders too)."""
+        if label not in self._sizes:
+            a = self._body_arrays(label)
+            inner = [(self._size(b), n) for b, n in self._uses(a).items()]
+            self._sizes[label] = (len(a.src) + sum(n * arcs for (arcs, _), n in inner),
+                                  len(a.final) + sum(n * states for (_, states), n in inner))
+        return self._sizes[label]
 
     def _body_arrays(self, label: int) -> FstArrays:
         if label not in self._arrays:

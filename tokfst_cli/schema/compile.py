@@ -158,8 +158,12 @@ class Compiler:
             return self.memo[key]
         if not conj and not pos.nodes and objects:  # a free value: the same for every schema
             free = (self.policy.name, depth, self.any_order, self.budget.max_states)
-            if free not in _FREE:
-                _FREE[free] = self._lang(conj, depth, pos)
+            if free not in _FREE:  # kept across compilations: no placeholder of this one's in it
+                self.budget.deferring, deferring = False, self.budget.deferring
+                try:
+                    _FREE[free] = self._lang(conj, depth, pos)
+                finally:
+                    self.budget.deferring = deferring
             self.memo[key] = _FREE[free]
             return _FREE[free]
         if key in self.active:

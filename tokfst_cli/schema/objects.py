@@ -125,7 +125,7 @@ def object_part(c, conj: tuple[dict, ...], depth: int, pos: Position,
         labels = []
         for passed, part in _split(c, what, value, tests):
             symbol = len(members)
-            members[symbol] = pynini.concat(pynini.concat(key, c.policy.colon), part)
+            members[symbol] = pynini.concat(pynini.concat(key, c.policy.colon), budget.deferred(part))
             labels.append(seq.label(symbol))
             for i in passed:
                 allowed[tuple(id(n) for n in branches[i])].append(labels[-1])
