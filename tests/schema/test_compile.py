@@ -160,9 +160,9 @@ def test_the_automaton_is_minimal_and_named():
     assert fst.input_symbols().find(ord("{") + 1) == "{"
 
 
-@pytest.mark.parametrize("name", ["jdt", "launchsettings", "lerna"])
+@pytest.mark.parametrize("name", ["jdt", "launchsettings", "lerna", "jest"])
 def test_deferred_values_give_the_same_automaton(name, monkeypatch):
-    """Values deferred as placeholders in their objects (expanded once, at the end) against
+    """Values deferred as placeholders in their objects and arrays (expanded once, at the end) against
     values built into every object as before; compiled twice, as free values are shared
     between compilations and must not carry one compilation's placeholders into the next."""
     import pynini

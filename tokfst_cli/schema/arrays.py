@@ -93,7 +93,7 @@ def array_part(c, conj: tuple[dict, ...], depth: int, pos: Position) -> pynini.F
                     f = budget.intersect(f, test, "contains") if mask >> j & 1 else budget.difference(f, test, "contains")
                 if f is not None:
                     sym = len(members)
-                    members[sym] = f
+                    members[sym] = budget.deferred(f)
                     labels.append(seq.label(sym))
                     for j in range(len(contains)):
                         if mask >> j & 1:

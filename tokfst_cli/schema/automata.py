@@ -10,11 +10,12 @@ The body of an unconstrained string (every spelled string, without its quotes) i
 labelled :data:`BODY` while languages are put together, and so is the body of the keys an
 object does not name (:meth:`Budget.placeholder`): placeholders, as the nonterminals of an
 RTN, that keep the many byte arcs of string loops and key tries (a hundred-odd a state) out
-of every determinization and minimization. So is a member's value in its object once it has
-:data:`DEFERRED_STATES` states (:meth:`Budget.deferred`): an object's determinization and
-minimization then see its keys, not every value nested in it, and the values are expanded
-once, at the end (bodies may hold placeholders of their own; an expansion's size is checked
-against the budget before it is built). Union, concatenation, closure, determinization
+of every determinization and minimization. So is a member's value in its object, or an item
+in its array, once it has :data:`DEFERRED_STATES` states (:meth:`Budget.deferred`): a
+container's determinization and minimization then see its own keys and separators, not every
+value nested in it, and the values are expanded once, at the end (bodies may hold
+placeholders of their own; an expansion's size is checked against the budget before it is
+built). Union, concatenation, closure, determinization
 and minimization commute with substituting the bodies for the labels; intersection and
 difference do not, so :class:`Budget` expands both operands first (:meth:`Budget.expand`),
 as does the compiler before it hands the automaton out (then determinized: a key body
@@ -53,7 +54,7 @@ Lang = dict[str, pynini.Fst]  # JSON type -> its texts (a missing type: none)
 _DFA = pynini.I_DETERMINISTIC | pynini.NO_EPSILONS
 BODY = 990  # placeholder label: the spelled body of any string (above the bytes, below .sequences' labels)
 PLACEHOLDERS = 1 << 24  # the labels of other bodies (Budget.placeholder), above .sequences' symbols
-DEFERRED_STATES = 64  # values this large stand as one placeholder arc in their objects
+DEFERRED_STATES = 64  # values this large stand as one placeholder arc in their objects and arrays
 CLASSED_ARCS = 1024  # automata of fewer arcs (about, once expanded) are determinized over bytes
 
 
