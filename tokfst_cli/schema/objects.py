@@ -31,9 +31,14 @@ MAX_PATTERN_CLASSES = 64
 
 
 def key_classes(c, pos: Position) -> list[tuple[frozenset[str], pynini.Fst]]:
-    """(matched patterns, texts of the keys in that class) for the keys outside ``pos.names``."""
+    """(matched patterns, texts of the keys in that class) for the keys outside ``pos.names``;
+    built once per set of names and list of patterns (positions often share them, through a
+    ``$ref``)."""
     if "classes" not in pos.cache and not pos.names and not pos.patterns:
         pos.cache["classes"] = [(frozenset(), strings.quoted(body()))]  # any key: a placeholder body
+    shared = ("key classes", frozenset(pos.names), tuple(pos.patterns))
+    if "classes" not in pos.cache and shared in c.cache:
+        pos.cache["classes"] = c.cache[shared]
     if "classes" not in pos.cache:
         names = [lit(k) for k in pos.names]
         rest = c.budget.difference(strings.any_string(), c.budget.union(names, "the named keys"), "other keys")
@@ -52,8 +57,9 @@ def key_classes(c, pos: Position) -> list[tuple[frozenset[str], pynini.Fst]]:
                                               f"{MAX_PATTERN_CLASSES} classes (by the patterns they match)")
                 classes = [(frozenset(), rest)] if rest is not None else []
                 break
-        pos.cache["classes"] = [(m, strings.quoted(c.budget.placeholder(strings.spelled(c.budget, keys))))
-                                for m, keys in classes]  # each key body one arc (automata.py)
+        pos.cache["classes"] = c.cache[shared] = [
+            (m, strings.quoted(c.budget.placeholder(strings.spelled(c.budget, keys))))
+            for m, keys in classes]  # each key body one arc (automata.py)
     return pos.cache["classes"]
 
 
