@@ -177,3 +177,21 @@ def test_deferred_values_give_the_same_automaton(name, monkeypatch):
         assert (f.num_states(), sum(f.num_arcs(s) for s in f.states())) == (
             eager.num_states(), sum(eager.num_arcs(s) for s in eager.states()))
         assert pynini.equivalent(f.arcsort("ilabel"), eager.arcsort("ilabel"))
+
+
+@pytest.mark.parametrize("patterns", [False, True])
+def test_other_keys_exclude_named_keys_that_need_escapes(patterns):
+    """Other keys are every spelled key but the named ones', escapes included (built on spellings
+    without patternProperties, on decoded keys with them): a named key never takes the other
+    keys' values."""
+    schema = {"properties": {'a"b': {"type": "integer"}, "é\n": {"type": "null"}},
+              "additionalProperties": {"type": "string"}}
+    if patterns:
+        schema["patternProperties"] = {"^z": {"type": "boolean"}}
+    fst = compiled(schema)
+    def ok(instance):
+        return accepts(fst, json.dumps(instance, ensure_ascii=False, separators=(",", ":")))
+    assert ok({'a"b': 1}) and not ok({'a"b': "s"})
+    assert ok({"é\n": None}) and not ok({"é\n": "s"})
+    assert ok({'x"\\\n': "s"}) and not ok({"x": 1}) and ok({'a"': "s"}) and ok({"é": "s"})
+    assert ok({"z": True}) == patterns and ok({"z": "s"}) != patterns

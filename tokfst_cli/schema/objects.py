@@ -39,6 +39,11 @@ def key_classes(c, pos: Position) -> list[tuple[frozenset[str], pynini.Fst]]:
     shared = ("key classes", frozenset(pos.names), tuple(pos.patterns))
     if "classes" not in pos.cache and shared in c.cache:
         pos.cache["classes"] = c.cache[shared]
+    if "classes" not in pos.cache and not pos.patterns:  # spelling is one-to-one: the spellings of
+        spelled = [lit(strings.quote(k)[1:-1]) for k in pos.names]  # other keys are all spellings but the names'
+        rest = c.budget.difference(strings.any_body(), c.budget.union(spelled, "the named keys"), "other keys")
+        pos.cache["classes"] = c.cache[shared] = [] if rest is None else [
+            (frozenset(), strings.quoted(c.budget.placeholder(rest)))]
     if "classes" not in pos.cache:
         names = [lit(k) for k in pos.names]
         rest = c.budget.difference(strings.any_string(), c.budget.union(names, "the named keys"), "other keys")
