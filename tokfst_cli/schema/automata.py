@@ -109,23 +109,19 @@ class Budget:
         self.bodies: dict[int, pynini.Fst] = {}  # placeholder label -> what it stands for
         self._arrays: dict[int, FstArrays] = {}  # the bodies' arcs, read once
         self._sizes: dict[int, tuple[int, int]] = {}  # the bodies' arcs and states once expanded
-        self._labels: dict[int, int] = {}  # id of a deferred automaton (kept alive in bodies) -> its label
+        self._labels: dict[int, int] = {}  # id of a body (kept alive in bodies) -> its label
         self.deferring = True  # off while building what outlives this budget (free values)
 
     def deferred(self, f: pynini.Fst) -> pynini.Fst:
-        """``f`` itself when small, else :meth:`placeholder` of it (one label for the same automaton)."""
-        if f.num_states() < DEFERRED_STATES or not self.deferring:
-            return f
+        """``f`` itself when small (or while not deferring), else :meth:`placeholder` of it."""
+        return f if f.num_states() < DEFERRED_STATES or not self.deferring else self.placeholder(f)
+
+    def placeholder(self, f: pynini.Fst) -> pynini.Fst:
+        """One arc standing for ``f`` until :meth:`expand` (one label for the same automaton)."""
         label = self._labels.get(id(f))
         if label is None:
             label = self._labels[id(f)] = PLACEHOLDERS + len(self.bodies)
             self.bodies[label] = f
-        return body(label)
-
-    def placeholder(self, f: pynini.Fst) -> pynini.Fst:
-        """One arc standing for ``f`` (an automaton without placeholders) until :meth:`expand`."""
-        label = PLACEHOLDERS + len(self.bodies)
-        self.bodies[label] = f
         return body(label)
 
     def _pieces(self, f: pynini.Fst) -> list[tuple[int, pynini.Fst]]:
@@ -136,8 +132,11 @@ class Budget:
     def expand(self, f: pynini.Fst) -> pynini.Fst:
         """``f`` with each placeholder arc replaced by what it stands for (epsilon-free, not always
         deterministic)."""
-        if self._labels:  # deferred values: the expansion's size is checked before it is built
+        if self._labels:  # bodies may nest: the expansion's size is checked before it is built
             self._check_expansion(f.num_states(), self._uses(fst_arrays(f)))
+        return self._replace(f)
+
+    def _replace(self, f: pynini.Fst) -> pynini.Fst:
         return pynini.replace(self._pieces(f), epsilon_on_replace=True).rmepsilon()
 
     def _check_expansion(self, states: int, uses: dict[int, int]) -> None:
@@ -145,7 +144,8 @@ class Budget:
 
     def classed(self, fs: Sequence[pynini.Fst]) -> tuple[list[pynini.Fst], label_classes.Classes] | None:
         """Each of ``fs`` expanded over the byte classes common to them and to the bodies they use
-        (:mod:`..label_classes`), or None when that would not pay: few arcs, or classes nearly the bytes."""
+        (:mod:`..label_classes`), or None when that would not pay: few arcs, or classes nearly the
+        bytes. The expansions' sizes are checked first, either way."""
         arrays = [fst_arrays(f) for f in fs]
         uses = [self._uses(a) for a in arrays]
         for f, u in zip(fs, uses):
@@ -188,30 +188,21 @@ class Budget:
             self._arrays[label] = fst_arrays(any_body() if label == BODY else self.bodies[label])
         return self._arrays[label]
 
-    def _expanded(self, fs: Sequence[pynini.Fst], build: Callable[..., pynini.Fst], what: str) -> pynini.Fst | None:
-        """The minimal DFA of ``build`` over the expansions of ``fs``: built over their byte
-        classes, then copied back to bytes (expansion puts a string's ~200 byte arcs a state in)."""
-        got = self.classed(fs)
+    def _expanded(self, fs: Sequence[pynini.Fst], build: Callable[..., pynini.Fst],
+                  what: str) -> tuple[pynini.Fst, FstArrays | None] | None:
+        """The minimal DFA of ``build`` over the expansions of ``fs``, and its arcs when they were
+        read anyway: built over their byte classes where that pays, then copied back to bytes
+        (expansion puts a string's ~200 byte arcs a state in)."""
+        got = self.classed(fs)  # checks the expansions' sizes
         if got is None:
-            return self.dfa(build(*(self.expand(f) for f in fs)), what)
+            g = self.dfa(build(*(self._replace(f) for f in fs)), what)
+            return None if g is None else (g, None)
         expanded, classes = got
-        return _fst(self._bytes(self.dfa(build(*expanded), what), classes))
-
-    @staticmethod
-    def _bytes(g: pynini.Fst | None, classes: label_classes.Classes) -> FstArrays | None:
-        return None if g is None else label_classes.expand(fst_arrays(g), classes)
+        return _in_bytes(self.dfa(build(*expanded), what), classes)
 
     def minimal(self, f: pynini.Fst | None, what: str) -> tuple[pynini.Fst, FstArrays | None] | None:
         """The minimal DFA of :meth:`expand` of ``f``, and its arcs when they were read anyway."""
-        if is_empty(f):
-            return None
-        got = self.classed([f])
-        if got is None:
-            g = self.dfa(self.expand(f), what)
-            return None if g is None else (g, None)
-        (expanded,), classes = got
-        a = self._bytes(self.dfa(expanded, what), classes)
-        return None if a is None else (fst_from(a), a)
+        return None if is_empty(f) else self._expanded([f], lambda g: g, what)
 
     def wide_dfa(self, f: pynini.Fst | None, what: str) -> pynini.Fst | None:
         """:meth:`dfa` of an acceptor without placeholders whose states have many byte arcs (a
@@ -219,10 +210,10 @@ class Budget:
         if is_empty(f):
             return None
         a = fst_arrays(f.rmepsilon())
-        classes = label_classes.of([a])
-        if len(a.src) < CLASSED_ARCS or classes.trivial:
+        classes = None if len(a.src) < CLASSED_ARCS else label_classes.of([a])
+        if classes is None or classes.trivial:
             return self.dfa(f, what)
-        return _fst(self._bytes(self.dfa(label_classes.compress(a, classes), what), classes))
+        return _first(_in_bytes(self.dfa(label_classes.compress(a, classes), what), classes))
 
     def check(self, states: int, what: str) -> None:
         if states > self.max_states:
@@ -252,15 +243,16 @@ class Budget:
     def intersect(self, a: pynini.Fst | None, b: pynini.Fst | None, what: str) -> pynini.Fst | None:
         if is_empty(a) or is_empty(b):
             return None
-        return self._expanded([a, b], lambda x, y: pynini.intersect(x.arcsort("olabel"), y.arcsort("ilabel")), what)
+        return _first(self._expanded([a, b], lambda x, y: pynini.intersect(x.arcsort("olabel"), y.arcsort("ilabel")),
+                                     what))
 
     def difference(self, a: pynini.Fst | None, b: pynini.Fst | None, what: str) -> pynini.Fst | None:
         if is_empty(a):
             return None
         if is_empty(b):
             return a
-        return self._expanded([a, b], lambda x, y: pynini.difference(
-            x.arcsort("olabel"), deterministic(y, self, what).arcsort("ilabel")), what)
+        return _first(self._expanded([a, b], lambda x, y: pynini.difference(
+            x.arcsort("olabel"), deterministic(y, self, what).arcsort("ilabel")), what))
 
     def concat(self, parts: Iterable[pynini.Fst | None], what: str) -> pynini.Fst | None:
         f = pynini.accep("")
@@ -271,8 +263,16 @@ class Budget:
         return self.dfa(f, what)
 
 
-def _fst(a: FstArrays | None) -> pynini.Fst | None:
-    return None if a is None else fst_from(a)
+def _in_bytes(g: pynini.Fst | None, classes: label_classes.Classes) -> tuple[pynini.Fst, FstArrays] | None:
+    """A DFA over byte classes as one over bytes, with its arcs."""
+    if g is None:
+        return None
+    a = label_classes.expand(fst_arrays(g), classes)
+    return fst_from(a), a
+
+
+def _first(result: tuple[pynini.Fst, FstArrays | None] | None) -> pynini.Fst | None:
+    return None if result is None else result[0]
 
 
 # ---- per-type languages ----------------------------------------------------------------------
