@@ -87,14 +87,36 @@ def test_schemas_compile_the_same_with_and_without_classes(monkeypatch):
         assert pynini.equivalent(with_classes.arcsort("ilabel"), over_bytes.arcsort("ilabel")), name
 
 
-def test_lazy_table_from_the_compiled_arcs_equals_the_table_from_the_fst():
-    """compile_schema hands its DFA's arcs on; the lazy decoder's table from them is the one from
-    reading the automaton back."""
+def same_tables(x, y) -> bool:
+    return bool((x.delta == y.delta).all() and (x.label_class == y.label_class).all()
+                and (x.final == y.final).all() and x.start == y.start)
+
+
+@given(regexes())
+@settings(max_examples=60, deadline=None)
+def test_lazy_table_over_classes_equals_the_table_over_bytes(pattern):
+    """byte_table.of_arrays of a DFA over representatives and its classes: the table of the same
+    DFA over bytes (coarser classes of the classes, each byte by its representative)."""
+    from tokfst_cli.byte_table import of_arrays
+
+    a = fst_arrays(compile_regex(pattern).fst)
+    classes = label_classes.of([a])
+    compressed = label_classes.Classed(fst_arrays(label_classes.compress(a, classes)), classes)
+    assert same_tables(of_arrays(compressed.arrays, pattern, classes=classes), of_arrays(a, pattern))
+    assert len(compressed.expand().src) == len(a.src)
+
+
+def test_lazy_table_from_the_compiled_classes_equals_the_table_from_the_fst():
+    """compile_schema's DFA stays over byte classes; the lazy decoder's table is built on them
+    without expanding the bytes, and equals the table of the automaton over bytes."""
     from tokfst_cli.byte_table import of_automaton
 
-    schema = json.loads((SCHEMAS / "pre-commit-hooks.json").read_text())
-    automaton = compile_schema(schema).automaton
-    assert automaton.arrays is not None
-    known, read = of_automaton(automaton), of_automaton(automaton.fst)
-    assert (known.delta == read.delta).all() and (known.label_class == read.label_class).all()
-    assert (known.final == read.final).all() and known.start == read.start
+    for name in ("pre-commit-hooks", "jdt", "lerna"):
+        automaton = compile_schema(json.loads((SCHEMAS / f"{name}.json").read_text())).automaton
+        assert automaton.classed is not None, name
+        known = of_automaton(automaton)
+        assert automaton._fst is None, name  # not expanded for the table
+        read = of_automaton(automaton.fst)
+        assert same_tables(known, read), name
+        assert automaton.fst.num_states() == len(automaton.classed.arrays.final)
+        assert len(automaton.arrays.src) == sum(automaton.fst.num_arcs(s) for s in automaton.fst.states())

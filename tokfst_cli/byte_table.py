@@ -68,17 +68,21 @@ class ByteTable:
         return dist
 
 
-def of_arrays(a: FstArrays, source: str, max_cells: int = MAX_CELLS) -> ByteTable:
+def of_arrays(a: FstArrays, source: str, max_cells: int = MAX_CELLS,
+              classes: label_classes.Classes | None = None) -> ByteTable:
     """The table of a deterministic acceptor's arrays (labels 1-256; the caller checks them), over
-    its classes of bytes (:func:`..label_classes.of`). LimitError past ``max_cells`` cells,
+    its classes of bytes (:func:`..label_classes.of`); ``classes``: ``a`` is over these classes'
+    representatives (:class:`..label_classes.Classed`). LimitError past ``max_cells`` cells,
     counted before the table is built."""
     n = len(a.final)
     rep = label_classes.of([a]).rep
     present = np.zeros(label_classes.BYTES, bool)
     present[a.ilabel] = True
+    if classes is not None:  # a byte is its representative's: coarser classes of classes
+        rep, present = rep[classes.rep], present[classes.rep]
     reps = np.unique(rep[present])  # the classes of the bytes on some arc, by their first byte
     label_class = np.zeros(LABELS, np.int32)
-    label_class[:label_classes.BYTES] = np.where(present[rep], np.searchsorted(reps, rep) + 1, 0)
+    label_class[:label_classes.BYTES] = np.where(present, np.searchsorted(reps, rep) + 1, 0)
     cells = (n + 1) * (len(reps) + 1)
     if cells > max_cells:
         raise LimitError("A's table over its classes of bytes", "max_cells", max_cells, cells, unit="cells",
@@ -105,8 +109,10 @@ def of_automaton(automaton: ByteAutomaton | pynini.Fst, max_states: int = MAX_ST
     """The table of a byte automaton (a regex's or a schema's; any acceptor of labels 1-256:
     determinized within ``max_states`` and trimmed first). Refused by name: token-level groups
     (``lazy-groups``), weighted automata, transducers, other labels (``lazy-labels``)."""
-    fst = automaton.fst if isinstance(automaton, ByteAutomaton) else automaton
     source = automaton.pattern if isinstance(automaton, ByteAutomaton) else "the automaton"
+    if isinstance(automaton, ByteAutomaton) and automaton.classed is not None:  # a trim DFA (compile_schema's)
+        return of_arrays(automaton.classed.arrays, source, max_cells, automaton.classed.classes)
+    fst = automaton.fst if isinstance(automaton, ByteAutomaton) else automaton
     if fst.input_symbols() is not None:
         from .terminals import placeholder_kinds
 
@@ -115,9 +121,6 @@ def of_automaton(automaton: ByteAutomaton | pynini.Fst, max_states: int = MAX_ST
             raise InputError(f"the lazy decoder does not expand token-level groups ({', '.join(kinds)})",
                              "promote the pattern (pipeline.build), whose terminal labels carry them",
                              hint="lazy-groups")
-    known = automaton.arrays if isinstance(automaton, ByteAutomaton) else None
-    if known is not None:  # a trim DFA's arcs (compile_schema's)
-        return of_arrays(known, source, max_cells)
     a = _deterministic(fst, max_states)
     if a.start() == pynini.NO_STATE_ID or a.num_states() == 0:
         raise EmptyLanguageError(f"{source!r} matches no string", "check the pattern")

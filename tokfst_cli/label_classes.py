@@ -81,3 +81,14 @@ def expand(a: FstArrays, classes: Classes) -> FstArrays:
     within = np.arange(len(arc)) - np.repeat(np.cumsum(copies) - copies, copies)
     out = np.where(byte[arc], members[first[label[arc]] + within], a.ilabel[arc])
     return FstArrays(a.start, a.final, a.src[arc], out, out, a.nextstate[arc])
+
+
+class Classed(NamedTuple):
+    """A deterministic acceptor over representatives (``arrays``) and the classes they stand for:
+    the acceptor over bytes that :func:`expand` makes of it, kept compressed."""
+
+    arrays: FstArrays
+    classes: Classes
+
+    def expand(self) -> FstArrays:
+        return expand(self.arrays, self.classes)

@@ -23,8 +23,8 @@ import pynini
 from interegular import patterns as ip
 from interegular.fsm import anything_else
 
-from . import groups, utf8
-from .artifacts import FstArrays
+from . import groups, label_classes, utf8
+from .artifacts import FstArrays, fst_from
 from .errors import EmptyLanguageError, InputError, LimitError
 from .fsts import text_acceptor
 from .progress import report
@@ -34,14 +34,33 @@ from .terminals import KIND_NAMES, PLACEHOLDER_BASE, TOKEN_GROUPS
 Ranges = list[tuple[int, int]]
 
 
-@dataclass
 class ByteAutomaton:
-    """A byte automaton and what it was built from; ``arrays``: its arcs in bulk when they are
-    known (a trim DFA's, read by the lazy decoder instead of reading ``fst`` again)."""
+    """A byte automaton and what it was built from.
 
-    fst: pynini.Fst
-    pattern: str
-    arrays: FstArrays | None = None
+    ``arrays``: its arcs in bulk when they are known (a trim DFA's, read by the lazy decoder
+    instead of reading ``fst`` again). ``classed``: the same DFA over byte classes
+    (:mod:`.label_classes`), from which ``fst`` and ``arrays`` are expanded when first asked
+    for; the lazy decoder's table is built on it directly (``byte_table.of_automaton``).
+    """
+
+    def __init__(self, fst: pynini.Fst | None, pattern: str, arrays: FstArrays | None = None,
+                 classed: label_classes.Classed | None = None):
+        if fst is None and classed is None:
+            raise ValueError("a ByteAutomaton needs its fst or its classed DFA")
+        self._fst, self.pattern, self._arrays, self.classed = fst, pattern, arrays, classed
+
+    @property
+    def arrays(self) -> FstArrays | None:
+        if self._arrays is None and self.classed is not None:
+            self._arrays = self.classed.expand()
+        return self._arrays
+
+    @property
+    def fst(self) -> pynini.Fst:
+        if self._fst is None:
+            self._fst = fst_from(self.arrays)
+            self._fst.set_input_symbols(byte_table()).set_output_symbols(byte_table())
+        return self._fst
 
 
 _UNICODE_ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|U([0-9a-fA-F]{8})|N\{([^}]*)\}|(.))", re.DOTALL)

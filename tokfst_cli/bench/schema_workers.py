@@ -149,8 +149,8 @@ def walk_masks(result, walk: list[int], repeat: int) -> dict:
             "walk_accepted": accepted}
 
 
-def lazy_stage(model, hf, fst, repeat: int) -> tuple[dict, tuple | None]:
-    """The lazy decoder of the byte DFA (``lazy.LazyDecoder``): ready (the decoder and its first
+def lazy_stage(model, hf, automaton, repeat: int) -> tuple[dict, tuple | None]:
+    """The lazy decoder of the byte DFA (``automaton``: compile_schema's, over byte classes) (``lazy.LazyDecoder``): ready (the decoder and its first
     mask) and the median mask at the walk's fresh states, a new decoder per timed walk (each of
     its masks a walk of the trie); and the walk drawn (``draw_walk``), or None."""
     from ..errors import TokfstError
@@ -158,28 +158,28 @@ def lazy_stage(model, hf, fst, repeat: int) -> tuple[dict, tuple | None]:
     from .masks import one_line
 
     def ready():
-        decoder = LazyDecoder(model, fst)
+        decoder = LazyDecoder(model, automaton)
         decoder.bitmask(decoder.initial())
 
     try:
         cell, _ = common.measure(repeat, ready)
-        load = lazy_load(model, fst, repeat)
+        load = lazy_load(model, automaton, repeat)
     except Exception as e:  # noqa: BLE001 - a refusal or a failure is the lazy cell
         why = e.one_line() if isinstance(e, TokfstError) else one_line(e)
         return {"lazy": common.error(why[:400])}, None
     try:
-        drawn = draw_walk(fst, model, hf)
+        drawn = draw_walk(automaton.fst, model, hf)
     except Exception as e:  # noqa: BLE001 - no walk: the eager walk fails the same way and says so
         return {"lazy": cell, **load, "lazy_mask": common.error(one_line(e)[:400])}, None
     medians, accepted = [], True
     for _ in range(repeat):
-        times, ok = fresh_masks(LazyDecoder(model, fst), drawn[1])
+        times, ok = fresh_masks(LazyDecoder(model, automaton), drawn[1])
         medians.append(statistics.median(times) / 1e9)
         accepted &= ok
     return {"lazy": cell, **load, "lazy_mask": common.ok(medians), "lazy_accepted": accepted}, drawn
 
 
-def lazy_load(model, fst, repeat: int) -> dict:
+def lazy_load(model, automaton, repeat: int) -> dict:
     """The lazy artifact (``promote --format lazy``) of the byte DFA, written once: its size, and
     ``constraint.load`` of the file + the first mask (what a server pays for a schema compiled
     ahead), a check that this first mask is the in-memory decoder's."""
@@ -188,7 +188,7 @@ def lazy_load(model, fst, repeat: int) -> dict:
     from .. import constraint, lazy
     from ..byte_table import to_bytes
 
-    table = lazy.table_for(model, fst)
+    table = lazy.table_for(model, automaton)
     data = to_bytes(table, model.fingerprint)
     with tempfile.TemporaryDirectory(prefix="tokfst-bench-lazy-") as d:
         path = os.path.join(d, "schema.lazy")
@@ -208,6 +208,7 @@ def lazy_load(model, fst, repeat: int) -> dict:
 def tokfst_one(model, lex, hf, doc, repeat: int, stage: Callable[..., None], terminals: bool) -> dict:
     from ..artifacts import fst_arrays
     from ..pipeline import build
+    from ..regex import ByteAutomaton
     from ..schema import compile_schema
 
     try:
@@ -216,10 +217,13 @@ def tokfst_one(model, lex, hf, doc, repeat: int, stage: Callable[..., None], ter
         stage("compile", compile=cell, byte_states=a.fst.num_states())
     except Exception as e:  # noqa: BLE001 - every failure is the file's status
         return outcome(e, "compile")
-    lazy, drawn = lazy_stage(model, hf, a.fst, repeat)
+    lazy, drawn = lazy_stage(model, hf, a, repeat)
     stage("lazy", **lazy)
     try:
-        cell, result = common.measure(repeat, lambda: build(model, a.pattern, automaton=a, lexicon=lex,
+        def unexpanded():  # the promotion pays for expanding the byte classes, each run
+            return a if a.classed is None else ByteAutomaton(None, a.pattern, classed=a.classed)
+
+        cell, result = common.measure(repeat, lambda: build(model, a.pattern, automaton=unexpanded(), lexicon=lex,
                                                              terminals=terminals))
         per_state = np.bincount(fst_arrays(result.fst).src, minlength=result.fst.num_states())
         stage("promotion", promote=cell, states=result.fst.num_states(), arcs=int(per_state.sum()),

@@ -55,7 +55,7 @@ _DFA = pynini.I_DETERMINISTIC | pynini.NO_EPSILONS
 BODY = 990  # placeholder label: the spelled body of any string (above the bytes, below .sequences' labels)
 PLACEHOLDERS = 1 << 24  # the labels of other bodies (Budget.placeholder), above .sequences' symbols
 DEFERRED_STATES = 64  # values this large stand as one placeholder arc in their objects and arrays
-CLASSED_ARCS = 1024  # automata of fewer arcs (about, once expanded) are determinized over bytes
+CLASSED_ARCS = 256  # automata of fewer arcs (about, once expanded) are determinized over bytes
 
 
 def lit(text: str | bytes) -> pynini.Fst:
@@ -189,20 +189,25 @@ class Budget:
         return self._arrays[label]
 
     def _expanded(self, fs: Sequence[pynini.Fst], build: Callable[..., pynini.Fst],
-                  what: str) -> tuple[pynini.Fst, FstArrays | None] | None:
-        """The minimal DFA of ``build`` over the expansions of ``fs``, and its arcs when they were
-        read anyway: built over their byte classes where that pays, then copied back to bytes
-        (expansion puts a string's ~200 byte arcs a state in)."""
+                  what: str) -> tuple[pynini.Fst, label_classes.Classes | None] | None:
+        """The minimal DFA of ``build`` over the expansions of ``fs``: over their byte classes
+        where that pays (expansion puts a string's ~200 byte arcs a state in), then with those
+        classes; else over bytes, with None."""
         got = self.classed(fs)  # checks the expansions' sizes
         if got is None:
             g = self.dfa(build(*(self._replace(f) for f in fs)), what)
             return None if g is None else (g, None)
         expanded, classes = got
-        return _in_bytes(self.dfa(build(*expanded), what), classes)
+        g = self.dfa(build(*expanded), what)
+        return None if g is None else (g, classes)
 
-    def minimal(self, f: pynini.Fst | None, what: str) -> tuple[pynini.Fst, FstArrays | None] | None:
-        """The minimal DFA of :meth:`expand` of ``f``, and its arcs when they were read anyway."""
-        return None if is_empty(f) else self._expanded([f], lambda g: g, what)
+    def minimal(self, f: pynini.Fst | None, what: str) -> pynini.Fst | label_classes.Classed | None:
+        """The minimal DFA of :meth:`expand` of ``f``: over bytes, or over byte classes
+        (:class:`..label_classes.Classed`, expanded by whoever needs the bytes)."""
+        got = None if is_empty(f) else self._expanded([f], lambda g: g, what)
+        if got is None or got[1] is None:
+            return None if got is None else got[0]
+        return label_classes.Classed(fst_arrays(got[0]), got[1])
 
     def wide_dfa(self, f: pynini.Fst | None, what: str) -> pynini.Fst | None:
         """:meth:`dfa` of an acceptor without placeholders whose states have many byte arcs (a
@@ -213,7 +218,7 @@ class Budget:
         classes = None if len(a.src) < CLASSED_ARCS else label_classes.of([a])
         if classes is None or classes.trivial:
             return self.dfa(f, what)
-        return _first(_in_bytes(self.dfa(label_classes.compress(a, classes), what), classes))
+        return _in_bytes((self.dfa(label_classes.compress(a, classes), what), classes))
 
     def check(self, states: int, what: str) -> None:
         if states > self.max_states:
@@ -243,7 +248,7 @@ class Budget:
     def intersect(self, a: pynini.Fst | None, b: pynini.Fst | None, what: str) -> pynini.Fst | None:
         if is_empty(a) or is_empty(b):
             return None
-        return _first(self._expanded([a, b], lambda x, y: pynini.intersect(x.arcsort("olabel"), y.arcsort("ilabel")),
+        return _in_bytes(self._expanded([a, b], lambda x, y: pynini.intersect(x.arcsort("olabel"), y.arcsort("ilabel")),
                                      what))
 
     def difference(self, a: pynini.Fst | None, b: pynini.Fst | None, what: str) -> pynini.Fst | None:
@@ -251,7 +256,7 @@ class Budget:
             return None
         if is_empty(b):
             return a
-        return _first(self._expanded([a, b], lambda x, y: pynini.difference(
+        return _in_bytes(self._expanded([a, b], lambda x, y: pynini.difference(
             x.arcsort("olabel"), deterministic(y, self, what).arcsort("ilabel")), what))
 
     def concat(self, parts: Iterable[pynini.Fst | None], what: str) -> pynini.Fst | None:
@@ -263,16 +268,10 @@ class Budget:
         return self.dfa(f, what)
 
 
-def _in_bytes(g: pynini.Fst | None, classes: label_classes.Classes) -> tuple[pynini.Fst, FstArrays] | None:
-    """A DFA over byte classes as one over bytes, with its arcs."""
-    if g is None:
-        return None
-    a = label_classes.expand(fst_arrays(g), classes)
-    return fst_from(a), a
-
-
-def _first(result: tuple[pynini.Fst, FstArrays | None] | None) -> pynini.Fst | None:
-    return None if result is None else result[0]
+def _in_bytes(got: tuple[pynini.Fst, label_classes.Classes | None] | None) -> pynini.Fst | None:
+    """:meth:`Budget._expanded`'s DFA over bytes."""
+    g, classes = got or (None, None)
+    return g if g is None or classes is None else fst_from(label_classes.expand(fst_arrays(g), classes))
 
 
 # ---- per-type languages ----------------------------------------------------------------------

@@ -28,6 +28,7 @@ from typing import NamedTuple
 
 import pynini
 
+from .. import label_classes
 from ..errors import EmptyLanguageError, InputError, LimitError
 from ..regex import ByteAutomaton
 from ..symbols import byte_table
@@ -365,7 +366,9 @@ def _check_values(node: dict) -> None:
 
 def compile_schema(schema: Schema, *, whitespace: str = "compact", max_depth: int = MAX_DEPTH, lenient: bool = False,
                    any_order: bool = False, max_states: int = MAX_STATES) -> CompiledSchema:
-    """The minimal byte DFA of the JSON texts valid under ``schema`` (a parsed JSON Schema).
+    """The minimal byte DFA of the JSON texts valid under ``schema`` (a parsed JSON Schema). It is
+    usually kept over byte classes (``automaton.classed``, :mod:`..label_classes`): the lazy
+    decoder's table is built on them, and ``automaton.fst`` expands them to bytes on first use.
 
     ``whitespace``: "compact", "pretty" or "flexible" (:class:`.automata.Policy`).
     ``max_depth``: recursion and free values nest at most this deep (cut there; see above).
@@ -384,9 +387,10 @@ def compile_schema(schema: Schema, *, whitespace: str = "compact", max_depth: in
     result = None if value is None else c.budget.minimal(c.policy.top(value), "the schema's automaton")
     if result is None:
         raise EmptyLanguageError("no JSON text is valid under the schema", "check the schema, or raise max_depth")
-    fst, arrays = result
-    table = byte_table()
-    fst.set_input_symbols(table).set_output_symbols(table)
     name = schema.get("title") if isinstance(schema, dict) and isinstance(schema.get("title"), str) else "schema"
-    return CompiledSchema(ByteAutomaton(fst, f"json-schema:{name}", arrays), list(c.warnings),
-                          time.perf_counter() - start)
+    if isinstance(result, label_classes.Classed):  # over byte classes: expanded to bytes when asked for
+        automaton = ByteAutomaton(None, f"json-schema:{name}", classed=result)
+    else:
+        automaton = ByteAutomaton(result.set_input_symbols(byte_table()).set_output_symbols(byte_table()),
+                                  f"json-schema:{name}")
+    return CompiledSchema(automaton, list(c.warnings), time.perf_counter() - start)
