@@ -74,8 +74,9 @@ def test_schemas_compile_the_same_with_and_without_classes(monkeypatch):
     for name in ("pre-commit-hooks", "global"):
         schema = json.loads((SCHEMAS / f"{name}.json").read_text())
         calls = []
-        classed = automata.Budget.classed
-        monkeypatch.setattr(automata.Budget, "classed", lambda self, fs: calls.append(r := classed(self, fs)) or r)
+        classed = automata.Budget._classed
+        monkeypatch.setattr(automata.Budget, "_classed",
+                            lambda self, arrays, uses: calls.append(r := classed(self, arrays, uses)) or r)
         with_classes = compile_schema(schema).automaton.fst
         assert any(r is not None for r in calls), name  # the classes were used
         monkeypatch.setattr(automata, "CLASSED_ARCS", 1 << 62)

@@ -124,42 +124,49 @@ class Budget:
             self.bodies[label] = f
         return body(label)
 
-    def _pieces(self, f: pynini.Fst) -> list[tuple[int, pynini.Fst]]:
+    def _body(self, label: int) -> pynini.Fst:
         from .strings import any_body  # strings builds on this module
 
-        return [(BODY - 1, f), (BODY, any_body()), *self.bodies.items()]
+        return any_body() if label == BODY else self.bodies[label]
 
     def expand(self, f: pynini.Fst) -> pynini.Fst:
         """``f`` with each placeholder arc replaced by what it stands for (epsilon-free, not always
         deterministic)."""
-        if self._labels:  # bodies may nest: the expansion's size is checked before it is built
-            self._check_expansion(f.num_states(), self._uses(fst_arrays(f)))
-        return self._replace(f)
+        uses = self._uses(fst_arrays(f))
+        self._check_expansion(f.num_states(), uses)  # bodies may nest: checked before it is built
+        return self._replace(f, uses)
 
-    def _replace(self, f: pynini.Fst) -> pynini.Fst:
-        return pynini.replace(self._pieces(f), epsilon_on_replace=True).rmepsilon()
+    def _replace(self, f: pynini.Fst, uses: dict[int, int] | None = None) -> pynini.Fst:
+        """:meth:`expand` unchecked (a copy of ``f`` when it uses no placeholder). Only the bodies
+        used go to OpenFst's replace, which reads every piece it is given."""
+        used = self._used(self._uses(fst_arrays(f)) if uses is None else uses)
+        if not used:
+            return f.copy()
+        return pynini.replace([(BODY - 1, f), *((b, self._body(b)) for b in used)],
+                              epsilon_on_replace=True).rmepsilon()
 
-    def _check_expansion(self, states: int, uses: dict[int, int]) -> None:
-        self.check(states + sum(n * self._size(b)[1] for b, n in uses.items()), "an expansion of deferred values")
-
-    def classed(self, fs: Sequence[pynini.Fst]) -> tuple[list[pynini.Fst], label_classes.Classes] | None:
-        """Each of ``fs`` expanded over the byte classes common to them and to the bodies they use
-        (:mod:`..label_classes`), or None when that would not pay: few arcs, or classes nearly the
-        bytes. The expansions' sizes are checked first, either way."""
-        arrays = [fst_arrays(f) for f in fs]
-        uses = [self._uses(a) for a in arrays]
-        for f, u in zip(fs, uses):
-            self._check_expansion(f.num_states(), u)
-        expanded = sum(len(a.src) + sum(n * self._size(b)[0] for b, n in u.items()) for a, u in zip(arrays, uses))
-        if expanded < CLASSED_ARCS:
-            return None
-        todo, used = [b for u in uses for b in u], set()
-        while todo:  # the bodies used, and those they use
+    def _used(self, uses: Iterable[int]) -> list[int]:
+        """The placeholders in ``uses`` and those their bodies use, in order."""
+        todo, used = list(uses), set()
+        while todo:
             b = todo.pop()
             if b not in used:
                 used.add(b)
                 todo += self._uses(self._body_arrays(b))
-        bodies = [(label, self._body_arrays(label)) for label in sorted(used)]
+        return sorted(used)
+
+    def _check_expansion(self, states: int, uses: dict[int, int]) -> None:
+        self.check(states + sum(n * self._size(b)[1] for b, n in uses.items()), "an expansion of deferred values")
+
+    def _classed(self, arrays: list[FstArrays],
+                 uses: list[dict[int, int]]) -> tuple[list[pynini.Fst], label_classes.Classes] | None:
+        """Each automaton of ``arrays`` (the placeholders it ``uses``) expanded over the byte
+        classes common to them and to the bodies they use (:mod:`..label_classes`), or None when
+        that would not pay: few arcs, or classes nearly the bytes."""
+        expanded = sum(len(a.src) + sum(n * self._size(b)[0] for b, n in u.items()) for a, u in zip(arrays, uses))
+        if expanded < CLASSED_ARCS:
+            return None
+        bodies = [(label, self._body_arrays(label)) for label in self._used(b for u in uses for b in u)]
         classes = label_classes.of([*arrays, *(a for _, a in bodies)])
         if classes.trivial:
             return None
@@ -183,9 +190,7 @@ class Budget:
 
     def _body_arrays(self, label: int) -> FstArrays:
         if label not in self._arrays:
-            from .strings import any_body  # strings builds on this module
-
-            self._arrays[label] = fst_arrays(any_body() if label == BODY else self.bodies[label])
+            self._arrays[label] = fst_arrays(self._body(label))
         return self._arrays[label]
 
     def _expanded(self, fs: Sequence[pynini.Fst], build: Callable[..., pynini.Fst],
@@ -193,9 +198,13 @@ class Budget:
         """The minimal DFA of ``build`` over the expansions of ``fs``: over their byte classes
         where that pays (expansion puts a string's ~200 byte arcs a state in), then with those
         classes; else over bytes, with None."""
-        got = self.classed(fs)  # checks the expansions' sizes
+        arrays = [fst_arrays(f) for f in fs]
+        uses = [self._uses(a) for a in arrays]
+        for f, u in zip(fs, uses):  # the expansions' sizes, before anything is built
+            self._check_expansion(f.num_states(), u)
+        got = self._classed(arrays, uses)
         if got is None:
-            g = self.dfa(build(*(self._replace(f) for f in fs)), what)
+            g = self.dfa(build(*(self._replace(f, u) for f, u in zip(fs, uses))), what)
             return None if g is None else (g, None)
         expanded, classes = got
         g = self.dfa(build(*expanded), what)
