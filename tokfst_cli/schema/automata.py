@@ -239,7 +239,9 @@ class Budget:
             return None
         self.check(f.num_states(), what)
         if f.properties(_DFA, False) != _DFA:  # known properties first: testing reads every arc
-            f = deterministic(f.rmepsilon(), self, what)
+            if f.properties(pynini.NO_EPSILONS, False) != pynini.NO_EPSILONS:  # a removal is a full pass
+                f.rmepsilon()
+            f = deterministic(f, self, what)
         f.connect()
         if f.num_states() == 0:
             return None
