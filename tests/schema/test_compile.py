@@ -195,3 +195,35 @@ def test_other_keys_exclude_named_keys_that_need_escapes(patterns):
     assert ok({"é\n": None}) and not ok({"é\n": "s"})
     assert ok({'x"\\\n': "s"}) and not ok({"x": 1}) and ok({'a"': "s"}) and ok({"é": "s"})
     assert ok({"z": True}) == patterns and ok({"z": "s"}) != patterns
+
+
+def test_branches_that_repeat_a_subschema_split_a_value_once(monkeypatch):
+    """oneOf branches giving a key the same subschema as separate JSON objects (kustomization's
+    ``targets``): the value is split by one test, as when the branches share one object, and
+    the language is oneOf's (a document matching both branches is refused)."""
+    from tokfst_cli.schema import automata
+
+    def schema(shared: bool) -> dict:
+        item = {"type": "array", "items": {"type": "object", "properties": {"n": {"type": "integer"}}}}
+        second = item if shared else json.loads(json.dumps(item))
+        return {"type": "object", "additionalProperties": False,
+                "oneOf": [{"required": ["a"], "properties": {"a": {"const": 1}, "t": item}},
+                          {"required": ["b"], "properties": {"b": {"const": 2}, "t": second}}],
+                "properties": {"a": {}, "b": {}, "t": {}}}
+
+    got = {}
+    for shared in (True, False):
+        calls = []
+        intersect = automata.Budget.intersect
+        monkeypatch.setattr(automata.Budget, "intersect",
+                            lambda self, a, b, what: calls.append(what) or intersect(self, a, b, what))
+        fst = compiled(schema(shared))
+        monkeypatch.undo()
+        got[shared] = (fst, calls.count("property 't'"))
+        def ok(instance, s=schema(shared), fst=fst):
+            return accepts(fst, serialize(instance, s))  # in the stable key order
+        assert ok({"a": 1, "t": [{"n": 1}]}) and ok({"b": 2, "t": []}) and ok({"a": 1})
+        assert not ok({"a": 1, "b": 2}) and not ok({"t": []}) and not ok({"a": 1, "t": [{"n": "x"}]})
+    assert got[False][1] == got[True][1] > 0
+    import pynini
+    assert pynini.equivalent(got[True][0].arcsort("ilabel"), got[False][0].arcsort("ilabel"))

@@ -92,14 +92,17 @@ def _split(c, what: str, value: pynini.Fst, tests: list[pynini.Fst | None | bool
 def _cut(c, what: str, value: pynini.Fst, tests: list[pynini.Fst | None | bool]) -> list[tuple[frozenset[int], pynini.Fst]]:
     classes = [(frozenset(i for i, t in enumerate(tests) if t is True), value)]
     done: dict[int, list[int]] = {}  # a test met before (the same automaton): its indices
+    met: list[pynini.Fst] = []
     for i, t in enumerate(tests):
         if t is True or t is None:
             continue
-        if id(t) in done:
-            done[id(t)].append(i)
-            classes = [(m | {i}, f) if done[id(t)][0] in m else (m, f) for m, f in classes]
+        key = id(t) if id(t) in done else _same(t, met)
+        if key in done:
+            done[key].append(i)
+            classes = [(m | {i}, f) if done[key][0] in m else (m, f) for m, f in classes]
             continue
-        done[id(t)] = [i]
+        done[key] = [i]
+        met.append(t)
         if 2 * len(classes) > MAX_SPLITS:
             raise ManyClasses(what)
         split = []
@@ -110,6 +113,13 @@ def _cut(c, what: str, value: pynini.Fst, tests: list[pynini.Fst | None | bool])
             split += [(passed, outside)] if outside is not None else []
         classes = split
     return classes
+
+
+def _same(t: pynini.Fst, met: list[pynini.Fst]) -> int:
+    """The id of an automaton of ``met`` equal to ``t`` arc for arc, else ``t``'s. Equal automata
+    over the same placeholders are one language: branches that repeat a subschema (separate
+    JSON objects with the same text) split a value once, not once each."""
+    return next((id(u) for u in met if u.num_states() == t.num_states() and pynini.equal(u, t)), id(t))
 
 
 def object_part(c, conj: tuple[dict, ...], depth: int, pos: Position,
