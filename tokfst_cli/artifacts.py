@@ -512,8 +512,6 @@ def fst_from(a: FstArrays) -> pynini.Fst:
     return fst_from_arrays(len(a.final), a.start, a.final, a.src, a.ilabel, a.olabel, a.nextstate)
 
 
-
-
 def fst_arrays(fst: pynini.Fst) -> FstArrays:
     """Start, finals and every arc of a standard-arc FST, read in bulk (the inverse of :func:`fst_from_arrays`).
 

@@ -35,6 +35,11 @@ class Classes(NamedTuple):
         return self.count > BYTES // 2
 
 
+def identity() -> Classes:
+    """Every byte its own class (an automaton left over bytes)."""
+    return Classes(np.arange(BYTES), BYTES - 1)
+
+
 def of(pieces: Sequence[FstArrays]) -> Classes:
     """The coarsest classes of bytes equivalent in every piece.
 

@@ -37,17 +37,15 @@ Ranges = list[tuple[int, int]]
 class ByteAutomaton:
     """A byte automaton and what it was built from.
 
-    ``arrays``: its arcs in bulk when they are known (a trim DFA's, read by the lazy decoder
-    instead of reading ``fst`` again). ``classed``: the same DFA over byte classes
-    (:mod:`.label_classes`), from which ``fst`` and ``arrays`` are expanded when first asked
-    for; the lazy decoder's table is built on it directly (``byte_table.of_automaton``).
+    ``classed``: the same DFA over byte classes (:mod:`.label_classes`; compile_schema's), from
+    which ``fst`` and ``arrays`` (its arcs in bulk) are expanded when first asked for; the lazy
+    decoder's table is built on it directly (``byte_table.of_automaton``).
     """
 
-    def __init__(self, fst: pynini.Fst | None, pattern: str, arrays: FstArrays | None = None,
-                 classed: label_classes.Classed | None = None):
+    def __init__(self, fst: pynini.Fst | None, pattern: str, classed: label_classes.Classed | None = None):
         if fst is None and classed is None:
             raise ValueError("a ByteAutomaton needs its fst or its classed DFA")
-        self._fst, self.pattern, self._arrays, self.classed = fst, pattern, arrays, classed
+        self._fst, self.pattern, self._arrays, self.classed = fst, pattern, None, classed
 
     @property
     def arrays(self) -> FstArrays | None:

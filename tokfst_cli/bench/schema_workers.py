@@ -150,8 +150,8 @@ def walk_masks(result, walk: list[int], repeat: int) -> dict:
 
 
 def lazy_stage(model, hf, automaton, repeat: int) -> tuple[dict, tuple | None]:
-    """The lazy decoder of the byte DFA (``automaton``: compile_schema's, over byte classes) (``lazy.LazyDecoder``): ready (the decoder and its first
-    mask) and the median mask at the walk's fresh states, a new decoder per timed walk (each of
+    """The lazy decoder (``lazy.LazyDecoder``) of compile_schema's ``automaton`` (its table from
+    the byte classes): ready (the decoder and its first mask) and the median mask at the walk's fresh states, a new decoder per timed walk (each of
     its masks a walk of the trie); and the walk drawn (``draw_walk``), or None."""
     from ..errors import TokfstError
     from ..lazy import LazyDecoder

@@ -22,7 +22,8 @@ as does the compiler before it hands the automaton out (then determinized: a key
 overlaps the named keys). Those expansions, and a string language's spellings
 (:meth:`Budget.wide_dfa`), are determinized and minimized over byte classes
 (:mod:`..label_classes`: the 40-80 classes a schema's literals leave of the ~200 bytes a
-string's body has arcs on), then copied back to bytes (:meth:`Budget.minimal`).
+string's body has arcs on), then copied back to bytes; the compiler's result stays over its
+classes (:meth:`Budget.minimal`).
 """
 
 from __future__ import annotations
@@ -136,10 +137,10 @@ class Budget:
         self._check_expansion(f.num_states(), uses)  # bodies may nest: checked before it is built
         return self._replace(f, uses)
 
-    def _replace(self, f: pynini.Fst, uses: dict[int, int] | None = None) -> pynini.Fst:
-        """:meth:`expand` unchecked (a copy of ``f`` when it uses no placeholder). Only the bodies
-        used go to OpenFst's replace, which reads every piece it is given."""
-        used = self._used(self._uses(fst_arrays(f)) if uses is None else uses)
+    def _replace(self, f: pynini.Fst, uses: dict[int, int]) -> pynini.Fst:
+        """:meth:`expand` of ``f`` (the placeholders it ``uses``) unchecked, a copy when it uses
+        none. Only the bodies used go to OpenFst's replace, which reads every piece it is given."""
+        used = self._used(uses)
         if not used:
             return f.copy()
         return pynini.replace([(BODY - 1, f), *((b, self._body(b)) for b in used)],
@@ -210,13 +211,14 @@ class Budget:
         g = self.dfa(build(*expanded), what)
         return None if g is None else (g, classes)
 
-    def minimal(self, f: pynini.Fst | None, what: str) -> pynini.Fst | label_classes.Classed | None:
-        """The minimal DFA of :meth:`expand` of ``f``: over bytes, or over byte classes
-        (:class:`..label_classes.Classed`, expanded by whoever needs the bytes)."""
+    def minimal(self, f: pynini.Fst | None, what: str) -> label_classes.Classed | None:
+        """The minimal DFA of :meth:`expand` of ``f`` over byte classes (each byte its own class
+        where they did not pay), expanded to bytes by whoever needs them."""
         got = None if is_empty(f) else self._expanded([f], lambda g: g, what)
-        if got is None or got[1] is None:
-            return None if got is None else got[0]
-        return label_classes.Classed(fst_arrays(got[0]), got[1])
+        if got is None:
+            return None
+        g, classes = got
+        return label_classes.Classed(fst_arrays(g), classes or label_classes.identity())
 
     def wide_dfa(self, f: pynini.Fst | None, what: str) -> pynini.Fst | None:
         """:meth:`dfa` of an acceptor without placeholders whose states have many byte arcs (a

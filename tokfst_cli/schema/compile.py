@@ -28,10 +28,8 @@ from typing import NamedTuple
 
 import pynini
 
-from .. import label_classes
 from ..errors import EmptyLanguageError, InputError, LimitError
 from ..regex import ByteAutomaton
-from ..symbols import byte_table
 from . import applicators, arrays, formats, numbers, objects, presence, strings, values
 from .applicators import TOP, Algebra
 from .automata import KEYWORDS as _KEYWORDS, TYPES, WHITESPACE, Budget, Lang, Policy, lang_fst, lit, regex
@@ -367,7 +365,7 @@ def _check_values(node: dict) -> None:
 def compile_schema(schema: Schema, *, whitespace: str = "compact", max_depth: int = MAX_DEPTH, lenient: bool = False,
                    any_order: bool = False, max_states: int = MAX_STATES) -> CompiledSchema:
     """The minimal byte DFA of the JSON texts valid under ``schema`` (a parsed JSON Schema). It is
-    usually kept over byte classes (``automaton.classed``, :mod:`..label_classes`): the lazy
+    kept over byte classes (``automaton.classed``, :mod:`..label_classes`): the lazy
     decoder's table is built on them, and ``automaton.fst`` expands them to bytes on first use.
 
     ``whitespace``: "compact", "pretty" or "flexible" (:class:`.automata.Policy`).
@@ -388,9 +386,5 @@ def compile_schema(schema: Schema, *, whitespace: str = "compact", max_depth: in
     if result is None:
         raise EmptyLanguageError("no JSON text is valid under the schema", "check the schema, or raise max_depth")
     name = schema.get("title") if isinstance(schema, dict) and isinstance(schema.get("title"), str) else "schema"
-    if isinstance(result, label_classes.Classed):  # over byte classes: expanded to bytes when asked for
-        automaton = ByteAutomaton(None, f"json-schema:{name}", classed=result)
-    else:
-        automaton = ByteAutomaton(result.set_input_symbols(byte_table()).set_output_symbols(byte_table()),
-                                  f"json-schema:{name}")
+    automaton = ByteAutomaton(None, f"json-schema:{name}", classed=result)  # bytes expanded when asked for
     return CompiledSchema(automaton, list(c.warnings), time.perf_counter() - start)

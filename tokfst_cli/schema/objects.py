@@ -91,18 +91,16 @@ def _split(c, what: str, value: pynini.Fst, tests: list[pynini.Fst | None | bool
 
 def _cut(c, what: str, value: pynini.Fst, tests: list[pynini.Fst | None | bool]) -> list[tuple[frozenset[int], pynini.Fst]]:
     classes = [(frozenset(i for i, t in enumerate(tests) if t is True), value)]
-    done: dict[int, list[int]] = {}  # a test met before (the same automaton): its indices
-    met: list[pynini.Fst] = []
+    met: list[tuple[pynini.Fst, list[int]]] = []  # the tests met so far, each with its indices
     for i, t in enumerate(tests):
         if t is True or t is None:
             continue
-        key = id(t) if id(t) in done else _same(t, met)
-        if key in done:
-            done[key].append(i)
-            classes = [(m | {i}, f) if done[key][0] in m else (m, f) for m, f in classes]
+        seen = next((indices for u, indices in met if _same(u, t)), None)
+        if seen is not None:
+            seen.append(i)
+            classes = [(m | {i}, f) if seen[0] in m else (m, f) for m, f in classes]
             continue
-        done[key] = [i]
-        met.append(t)
+        met.append((t, [i]))
         if 2 * len(classes) > MAX_SPLITS:
             raise ManyClasses(what)
         split = []
@@ -115,11 +113,10 @@ def _cut(c, what: str, value: pynini.Fst, tests: list[pynini.Fst | None | bool])
     return classes
 
 
-def _same(t: pynini.Fst, met: list[pynini.Fst]) -> int:
-    """The id of an automaton of ``met`` equal to ``t`` arc for arc, else ``t``'s. Equal automata
-    over the same placeholders are one language: branches that repeat a subschema (separate
-    JSON objects with the same text) split a value once, not once each."""
-    return next((id(u) for u in met if u.num_states() == t.num_states() and pynini.equal(u, t)), id(t))
+def _same(u: pynini.Fst, t: pynini.Fst) -> bool:
+    """One automaton, or two equal arc for arc: over the same placeholders, one language
+    (branches that repeat a subschema, as separate JSON objects, split a value once)."""
+    return u is t or (u.num_states() == t.num_states() and pynini.equal(u, t))
 
 
 def object_part(c, conj: tuple[dict, ...], depth: int, pos: Position,
