@@ -121,3 +121,29 @@ def test_lazy_table_from_the_compiled_classes_equals_the_table_from_the_fst():
         assert same_tables(known, read), name
         assert automaton.fst.num_states() == len(automaton.classed.arrays.final)
         assert len(automaton.arrays.src) == sum(automaton.fst.num_arcs(s) for s in automaton.fst.states())
+
+
+def test_an_operand_is_expanded_once_per_classes(monkeypatch):
+    """An operation's operands are expanded over their classes once and reused when they recur
+    with the same classes (oneOf meets a branch, then subtracts it): the second intersection
+    expands nothing, and both equal the intersection of the expansions over bytes."""
+    budget = automata.Budget(1 << 20)
+    x = automata.body() + automata.lit("a")  # the body of any string, then a
+    y = automata.lit("b") + automata.body()
+    expected = pynini.intersect(budget.expand(x).arcsort("olabel"), budget.expand(y).arcsort("ilabel"))
+    calls = []
+    replace = pynini.replace
+    monkeypatch.setattr(pynini, "replace", lambda *a, **k: calls.append(1) or replace(*a, **k))
+    first = budget.intersect(x, y, "first")
+    assert len(calls) == 2  # both operands, over their classes
+    second = budget.intersect(x, y, "second")
+    assert len(calls) == 2 and first is not second
+    for got in (first, second):
+        assert pynini.equivalent(got.arcsort("ilabel"), pynini.determinize(expected.rmepsilon()).minimize())
+    assert accepts_text(first, "ba") and not accepts_text(first, "b")
+
+
+def accepts_text(fst: pynini.Fst, text: str) -> bool:
+    from tokfst_cli.fsts import text_acceptor
+
+    return pynini.intersect(text_acceptor(text), fst.arcsort("ilabel")).num_states() > 0

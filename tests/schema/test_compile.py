@@ -227,3 +227,29 @@ def test_branches_that_repeat_a_subschema_split_a_value_once(monkeypatch):
     assert got[False][1] == got[True][1] > 0
     import pynini
     assert pynini.equivalent(got[True][0].arcsort("ilabel"), got[False][0].arcsort("ilabel"))
+
+
+def test_a_tagged_union_is_not_intersected(monkeypatch):
+    """oneOf over objects told apart by a constant tag or by a key one requires and another
+    lacks: each branch's objects meet the object's own once, no other branch's, and the
+    language is oneOf's."""
+    from tokfst_cli.schema import automata
+
+    calls = []
+    intersect = automata.Budget.intersect
+    monkeypatch.setattr(automata.Budget, "intersect",
+                        lambda self, a, b, what: calls.append(what) or intersect(self, a, b, what))
+    kinds = ["circle", "square", "line"]
+    branches = [{"type": "object", "propertyNames": {}, "required": ["kind", "size"],
+                 "properties": {"kind": {"const": k}, "size": {"type": "integer"}}} for k in kinds]
+    branches.append({"type": "object", "propertyNames": {}, "required": ["ref"], "not": {"required": ["kind"]}})
+    schema = {"type": "object", "properties": {"kind": {}, "size": {}, "ref": {"type": "string"}},
+              "additionalProperties": False, "oneOf": branches}
+    fst = compiled(schema)
+    assert calls.count("oneOf") == len(branches), calls
+
+    def ok(instance):
+        return accepts(fst, serialize(instance, schema))
+
+    assert ok({"kind": "circle", "size": 1}) and ok({"kind": "line", "size": 2, "ref": "r"}) and ok({"ref": "r"})
+    assert not ok({"kind": "dot", "size": 1}) and not ok({"size": 1}) and not ok({"kind": "circle"})

@@ -305,3 +305,31 @@ def test_keys_sharing_a_definition_split_once(monkeypatch):
     assert cuts.count("property 'b'") == 1 and not {"property 'c'", "property 'd'"} & set(cuts), cuts
     forced = {**schema, "oneOf": [{**b, "propertyNames": {}} for b in branches]}
     assert pynini.equivalent(got, compiled(forced, max_depth=2))
+
+
+TAGS = [1, 1.0, True, "1", "x", None, {"a": 1}, {"a": 1.0}, [1], 2]
+TAGGED = st.fixed_dictionaries({"properties": st.fixed_dictionaries({
+    "k": st.sampled_from(TAGS).map(lambda v: {"const": v})
+    | st.lists(st.sampled_from(TAGS), min_size=1, max_size=2).map(lambda vs: {"enum": vs}),
+    "v": st.sampled_from(VALUES)}), "required": st.lists(st.sampled_from("kva"), max_size=2, unique=True)},
+    optional={"not": st.sampled_from([{"required": ["a"]}, {"required": ["v"]}, {"required": ["a", "v"]}]),
+              "type": st.just("object")}).map(lambda b: {**b, "propertyNames": {}})  # not member-wise
+
+
+@given(branches=st.lists(TAGGED | st.lists(TAGGED, min_size=2, max_size=2).map(lambda bs: {"anyOf": bs}),
+                         min_size=2, max_size=3))
+@settings(max_examples=40, deadline=None)
+def test_one_of_branches_told_apart_by_tags_equal_the_boolean_operations(branches):
+    """oneOf branches whose objects are told apart without intersecting them (a required key
+    fixed to constants none equal: 1 and 1.0 are equal, true and 1 are not; a key one requires
+    and the other lacks; through anyOf) give the language of the Boolean operations on all of
+    them (``tagged`` made to tell nothing apart)."""
+    from unittest import mock
+
+    from tokfst_cli.schema import applicators
+
+    schema = {"properties": {"k": {}, "v": {}, "a": {}}, "oneOf": branches}
+    got = compiled(schema, max_depth=1)
+    with mock.patch.object(applicators, "tagged", lambda c, schemas, pos: [False] * len(schemas)):
+        want = compiled(schema, max_depth=1)
+    assert pynini.equivalent(got, want), schema

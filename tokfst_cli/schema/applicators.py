@@ -7,16 +7,21 @@ final value): ``{"type": "object", "oneOf": [...]}``, the usual tagged union, th
 builds the object universe it would only intersect away.
 
 ``anyOf`` is a union; ``oneOf`` keeps, branch after branch, "valid under exactly one so far"
-and "under two or more so far"; ``not`` is a difference; ``if``/``then``/``else`` is
+and "under two or more so far" (object parts told apart by a tag are not intersected: see
+:func:`tagged`); ``not`` is a difference; ``if``/``then``/``else`` is
 (L & I & T) | ((L - I) & E); ``dependentSchemas`` k -> S is ``if`` "an object with k" ``then`` S.
 """
 
 from __future__ import annotations
 
+import json
+from typing import NamedTuple
+
 import pynini
 
 from .automata import TYPES, Lang
-from .context import Position
+from .context import Position, value_schemas
+from .refs import ACTIVE
 
 
 class _Top:
@@ -86,7 +91,8 @@ def apply(c, node: dict, lang: Lang, depth: int, pos: Position, handled: set[tup
     if "anyOf" in node:
         run("anyOf", lambda lang, branch: alg.meet(lang, alg.join([branch(s) for s in node["anyOf"]], "anyOf"), "anyOf"))
     if "oneOf" in node:
-        run("oneOf", lambda lang, branch: _one_of(alg, lang, [branch(s) for s in node["oneOf"]]))
+        run("oneOf", lambda lang, branch: _one_of(alg, lang, [branch(s) for s in node["oneOf"]],
+                                                  tagged(c, node["oneOf"], pos)))
     if "not" in node:
         run("not", lambda lang, branch: alg.minus(lang, branch(node["not"]), "not"))
     if "if" in node and ("then" in node or "else" in node):
@@ -103,20 +109,94 @@ def apply(c, node: dict, lang: Lang, depth: int, pos: Position, handled: set[tup
     return lang
 
 
-def _one_of(alg: Algebra, lang: Lang, branches: list[Lang]) -> Lang:
+def _one_of(alg: Algebra, lang: Lang, branches: list[Lang], apart: list[bool]) -> Lang:
     """Valid under exactly one branch: "exactly one so far" and "two or more so far", branch by
     branch. Where "one" and the branch share no value (the type parts whose meet is empty, the
     common case of branches told apart by type or by a constant), the differences are the
-    operands themselves and are not computed."""
+    operands themselves and are not computed; ``apart[i]``: branch i's objects are known to
+    share none with the branches before it (:func:`tagged`), so that meet is not computed either.
+    When every branch's are, the objects valid under exactly one are their union, made once."""
     one: Lang = {}
     more: Lang = {}
-    for branch in branches:
+    union = len(branches) > 1 and all(apart[1:])
+    objects: list[Lang] = []
+    for branch, known in zip(branches, apart):
         b = alg.meet(lang, branch, "oneOf")
-        both = alg.meet(one, b, "oneOf")
+        if union and "object" in b:
+            objects.append({"object": b.pop("object")})
+        both = alg.meet(one, {t: f for t, f in b.items() if not (known and t == "object")}, "oneOf")
         more = alg.join([more, both], "oneOf")
         one = alg.join([alg.minus(one, _overlap(b, both), "oneOf"),
                         alg.minus(alg.minus(b, _overlap(one, both), "oneOf"), more, "oneOf")], "oneOf")
-    return one
+    return alg.join([one, *objects], "oneOf") if objects else one
+
+
+def tagged(c, schemas: list, pos: Position) -> list[bool]:
+    """Per branch of a oneOf at ``pos``: are its objects disjoint from every earlier branch's?
+
+    True when, for each earlier branch, one of them requires a key the other forbids (``not``
+    ``{"required": [k]}``), or some key is required by both and fixed by both to constants
+    (``const``/``enum``: a tagged union's ``"type": {"const": ...}``) none of which are equal.
+    Exact: an object valid under both would have and lack the key, or (a key named at the
+    position is written at most once in every object compiled there, in one spelling:
+    :mod:`.objects`) have one value equal to a constant of each.
+    """
+    marks = [_marks(c, s, pos) for s in schemas]
+
+    def apart(x: _Marks, y: _Marks) -> bool:
+        return bool(x.has & y.lacks or y.has & x.lacks) or any(k in y.tags and not x.tags[k] & y.tags[k]
+                                                              for k in x.tags)
+
+    return [bool(i) and all(apart(m, n) for n in marks[:i]) for i, m in enumerate(marks)]
+
+
+class _Marks(NamedTuple):
+    """What every object valid under a schema has: keys it has (``has``), keys it lacks (``lacks``),
+    keys named at the position with their possible constants (``tags``, :func:`_same_value` keys)."""
+
+    has: set[str]
+    lacks: set[str]
+    tags: dict[str, set[str]]
+
+
+def _marks(c, schema, pos: Position, seen: frozenset[int] = frozenset()) -> _Marks:
+    """:class:`_Marks` of ``schema``, through ``anyOf``/``oneOf`` too (what every branch has)."""
+    conj = c.flatten([schema]) or ()
+    out = _Marks({k for x in conj for k in x.get("required", ()) if isinstance(k, str)}, set(), {})
+
+    def narrow(name: str, keys: set[str]) -> None:
+        out.tags[name] = out.tags[name] & keys if name in out.tags else keys
+
+    for name in out.has & set(pos.names):
+        for node in c.flatten([s for n in conj for s in value_schemas(n, name)]) or ():
+            allowed = [node["const"]] if "const" in node else node.get("enum")
+            if isinstance(allowed, list):
+                narrow(name, {_same_value(v) for v in allowed})
+    for node in conj:
+        negated = c.flatten([node["not"]]) if "not" in node else None
+        if negated and len(negated) == 1 and set(negated[0]) & ACTIVE == {"required"}:
+            if len(negated[0]["required"]) == 1 and isinstance(negated[0]["required"][0], str):
+                out.lacks.add(negated[0]["required"][0])
+        for keyword in ("anyOf", "oneOf"):
+            branches = node.get(keyword)
+            if isinstance(branches, list) and branches and id(node) not in seen:
+                each = [_marks(c, b, pos, seen | {id(node)}) for b in branches]
+                out.has.update(set.intersection(*(m.has for m in each)))
+                out.lacks.update(set.intersection(*(m.lacks for m in each)))
+                for name in set.intersection(*(set(m.tags) for m in each)):
+                    narrow(name, set().union(*(m.tags[name] for m in each)))
+    return out
+
+
+def _same_value(v) -> str:
+    """A text equal for JSON values equal under JSON Schema (1 and 1.0; key order), else apart."""
+    def norm(x):
+        if isinstance(x, float) and x.is_integer():
+            return int(x)
+        if isinstance(x, dict):
+            return {k: norm(y) for k, y in x.items()}
+        return [norm(y) for y in x] if isinstance(x, list) else x
+    return json.dumps(norm(v), sort_keys=True)
 
 
 def _overlap(lang: Lang, both: Lang) -> Lang:

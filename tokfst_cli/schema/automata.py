@@ -28,6 +28,7 @@ classes (:meth:`Budget.minimal`).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -111,6 +112,8 @@ class Budget:
         self._arrays: dict[int, FstArrays] = {}  # the bodies' arcs, read once
         self._sizes: dict[int, tuple[int, int]] = {}  # the bodies' arcs and states once expanded
         self._labels: dict[int, int] = {}  # id of a body (kept alive in bodies) -> its label
+        self._classes: dict[tuple[bytes, ...], label_classes.Classes] = {}  # operands' digests -> their classes
+        self._over: dict[tuple[bytes, bytes], pynini.Fst] = {}  # (digest, classes) -> expansion over them
         self.deferring = True  # off while building what outlives this budget (free values)
 
     def deferred(self, f: pynini.Fst) -> pynini.Fst:
@@ -167,13 +170,23 @@ class Budget:
         expanded = sum(len(a.src) + sum(n * self._size(b)[0] for b, n in u.items()) for a, u in zip(arrays, uses))
         if expanded < CLASSED_ARCS:
             return None
+        keys = tuple(_digest(a) for a in arrays)
+        classes = self._classes.get(keys)
         bodies = [(label, self._body_arrays(label)) for label in self._used(b for u in uses for b in u)]
-        classes = label_classes.of([*arrays, *(a for _, a in bodies)])
+        if classes is None:
+            classes = self._classes[keys] = label_classes.of([*arrays, *(a for _, a in bodies)])
         if classes.trivial:
             return None
-        shared = [(label, label_classes.compress(a, classes)) for label, a in bodies]
-        return [pynini.replace([(BODY - 1, label_classes.compress(a, classes)), *shared],
-                               epsilon_on_replace=True).rmepsilon() for a in arrays], classes
+        rep = classes.rep.tobytes()
+        todo = [(k, a) for k, a in zip(keys, arrays) if (k, rep) not in self._over]
+        if todo:  # operands recur (oneOf's branches meet, then are subtracted): expanded once per classes
+            shared = [(label, label_classes.compress(a, classes)) for label, a in bodies]
+            for k, a in todo:
+                self._over[k, rep] = pynini.replace([(BODY - 1, label_classes.compress(a, classes)), *shared],
+                                                    epsilon_on_replace=True).rmepsilon()
+        # shared, not copied: what the operations do to their operands in place (arcsort, and
+        # minimal's determinization and minimization) keeps the language
+        return [self._over[k, rep] for k in keys], classes
 
     def _uses(self, a: FstArrays) -> dict[int, int]:
         """The placeholders on the arcs of ``a``, with their numbers of arcs."""
@@ -279,6 +292,16 @@ class Budget:
                 return None
             f.concat(p)
         return self.dfa(f, what)
+
+
+def _digest(a: FstArrays) -> bytes:
+    """A digest of an automaton's arcs and final states (equal digests: equal automata)."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(np.int64(a.start).tobytes())
+    for x in (a.final, a.src, a.ilabel, a.nextstate):
+        h.update(np.ascontiguousarray(x).tobytes())
+        h.update(b"|")
+    return h.digest()
 
 
 def _in_bytes(got: tuple[pynini.Fst, label_classes.Classes | None] | None) -> pynini.Fst | None:

@@ -140,7 +140,13 @@ class Position:
                                                                                   "prefixItems", "contains"))
 
     def child_key(self, key: str) -> "Position":
-        """The position of the value of a property named in :attr:`names`."""
+        """The position of the value of a property named in :attr:`names` (made once per key)."""
+        got = self.cache.get(("child", key))
+        if got is None:
+            got = self.cache[("child", key)] = self._child_key(key)
+        return got
+
+    def _child_key(self, key: str) -> "Position":
         seeds = []
         for node in self.nodes:
             seeds += value_schemas(node, key)
@@ -151,7 +157,11 @@ class Position:
 
     def child_class(self, matched: frozenset[str]) -> "Position":
         """The position of the value of another key, matching exactly the patterns ``matched``."""
-        return self.world.at(s for node in self.nodes for s in class_schemas(node, matched))
+        got = self.cache.get(("class", matched))
+        if got is None:
+            got = self.cache[("class", matched)] = self.world.at(s for node in self.nodes
+                                                                for s in class_schemas(node, matched))
+        return got
 
     def item(self, index: int) -> "Position":
         """The position of item ``index`` (items past :attr:`prefix` share one)."""
