@@ -253,3 +253,30 @@ def test_a_tagged_union_is_not_intersected(monkeypatch):
 
     assert ok({"kind": "circle", "size": 1}) and ok({"kind": "line", "size": 2, "ref": "r"}) and ok({"ref": "r"})
     assert not ok({"kind": "dot", "size": 1}) and not ok({"size": 1}) and not ok({"kind": "circle"})
+
+
+def test_member_wise_branches_told_apart_are_unioned_not_split(monkeypatch):
+    """abc-supply-plan's analytics items: a oneOf of closed objects, one requiring a key the
+    other does not allow. The branches are compiled alone and unioned: no member's value is
+    cut by the other branch's tests (.presence), and the language is oneOf's."""
+    from tokfst_cli.schema import automata
+
+    cuts = []
+    for op in ("intersect", "difference"):
+        orig = getattr(automata.Budget, op)
+        monkeypatch.setattr(automata.Budget, op, lambda self, a, b, what, _o=orig: cuts.append(what)
+                            or _o(self, a, b, what))
+    shared = {"type": "array", "items": {"type": "object", "properties": {"n": {"type": "integer"}}}}
+    schema = {"oneOf": [
+        {"type": "object", "properties": {"id": {"type": "string"}, "metrics": shared}, "required": ["id", "metrics"],
+         "additionalProperties": False},
+        {"type": "object", "properties": {"id": {"type": "string"}, "text": {"type": "string"}},
+         "required": ["id", "text"], "additionalProperties": False}]}
+    fst = compiled(schema)
+    assert not [c for c in cuts if c.startswith("property")], cuts
+
+    def ok(instance):
+        return accepts(fst, serialize(instance, schema))
+
+    assert ok({"id": "a", "metrics": [{"n": 1}]}) and ok({"id": "a", "text": "t"}) and not ok("a string")
+    assert not ok({"id": "a"}) and not ok({"id": "a", "metrics": [], "text": "t"}) and not ok({"text": "t"})

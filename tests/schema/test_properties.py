@@ -14,7 +14,7 @@ import re
 from decimal import Decimal
 
 import pynini
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from tokfst_cli.schema import serialize
 
@@ -281,8 +281,8 @@ def test_too_many_value_classes_fall_back_to_the_boolean_operations(monkeypatch)
 
     monkeypatch.setattr(objects, "MAX_SPLITS", 4)
     monkeypatch.setattr(objects, "_split", counting)
-    tags = [{"properties": {"k": {"const": i}, "v": {"type": "integer" if i % 2 else "string"}}, "required": ["k"]}
-            for i in range(5)]
+    tags = [{"properties": {"k": {"const": i}, "v": {"type": "integer" if i % 2 else "string"}}, "required": ["v"]}
+            for i in range(5)]  # k is not required: the branches are not told apart by it (applicators.tagged)
     got = compiled({"oneOf": tags}, max_depth=1)
     want = compiled({"oneOf": [{**t, "propertyNames": {}} for t in tags]}, max_depth=1)
     assert taken and pynini.equivalent(got, want)
@@ -311,25 +311,35 @@ TAGS = [1, 1.0, True, "1", "x", None, {"a": 1}, {"a": 1.0}, [1], 2]
 TAGGED = st.fixed_dictionaries({"properties": st.fixed_dictionaries({
     "k": st.sampled_from(TAGS).map(lambda v: {"const": v})
     | st.lists(st.sampled_from(TAGS), min_size=1, max_size=2).map(lambda vs: {"enum": vs}),
-    "v": st.sampled_from(VALUES)}), "required": st.lists(st.sampled_from("kva"), max_size=2, unique=True)},
-    optional={"not": st.sampled_from([{"required": ["a"]}, {"required": ["v"]}, {"required": ["a", "v"]}]),
-              "type": st.just("object")}).map(lambda b: {**b, "propertyNames": {}})  # not member-wise
+    "v": st.sampled_from(VALUES)}),
+    "required": st.lists(st.sampled_from("va"), max_size=2, unique=True).flatmap(
+        lambda r: st.sampled_from([r, ["k", *r], ["k", *r], ["k", *r]]))},  # mostly with the tag k
+    optional={"not": st.sampled_from([{"required": ["a"]}, {"required": ["v"]}, {"required": ["a", "v"]},
+                                      {"anyOf": [{"required": ["a"]}, {"required": ["v"]}]}]),
+              "additionalProperties": st.just(False), "type": st.just("object"),
+              "propertyNames": st.just({})})  # propertyNames: not member-wise (.presence)
 
 
 @given(branches=st.lists(TAGGED | st.lists(TAGGED, min_size=2, max_size=2).map(lambda bs: {"anyOf": bs}),
-                         min_size=2, max_size=3))
-@settings(max_examples=40, deadline=None)
-def test_one_of_branches_told_apart_by_tags_equal_the_boolean_operations(branches):
+                         min_size=2, max_size=3), shaped=st.booleans())
+@example(branches=[{"properties": {"k": {"const": 1}, "v": True}, "required": ["k"]},
+                   {"properties": {"k": {"enum": ["x", 1.0]}, "v": True}, "required": ["k"]}], shaped=False)
+@example(branches=[{"properties": {"k": {"const": True}, "v": True}, "required": ["k"]},
+                   {"properties": {"k": {"const": 1}, "v": True}, "required": ["k"]}], shaped=True)
+@settings(max_examples=60, deadline=None)
+def test_one_of_branches_told_apart_by_tags_equal_the_boolean_operations(branches, shaped):
     """oneOf branches whose objects are told apart without intersecting them (a required key
     fixed to constants none equal: 1 and 1.0 are equal, true and 1 are not; a key one requires
-    and the other lacks; through anyOf) give the language of the Boolean operations on all of
-    them (``tagged`` made to tell nothing apart)."""
+    and the other lacks, by ``not`` or ``additionalProperties: false``; through anyOf) give the
+    language of the Boolean operations on all of them, or of the member words (``.presence``)
+    for member-wise branches (``tagged`` made to tell nothing apart)."""
     from unittest import mock
 
-    from tokfst_cli.schema import applicators
+    from tokfst_cli.schema import applicators, presence
 
-    schema = {"properties": {"k": {}, "v": {}, "a": {}}, "oneOf": branches}
+    schema = {**({"properties": {"k": {}, "v": {}, "a": {}}} if shaped else {}), "oneOf": branches}
     got = compiled(schema, max_depth=1)
-    with mock.patch.object(applicators, "tagged", lambda c, schemas, pos: [False] * len(schemas)):
+    blind = lambda c, schemas, pos: [False] * len(schemas)  # noqa: E731
+    with mock.patch.object(applicators, "tagged", blind), mock.patch.object(presence, "tagged", blind):
         want = compiled(schema, max_depth=1)
     assert pynini.equivalent(got, want), schema

@@ -20,6 +20,7 @@ from typing import NamedTuple
 import pynini
 
 from .automata import TYPES, Lang
+from . import ecma
 from .context import Position, value_schemas
 from .refs import ACTIVE
 
@@ -134,9 +135,10 @@ def _one_of(alg: Algebra, lang: Lang, branches: list[Lang], apart: list[bool]) -
 def tagged(c, schemas: list, pos: Position) -> list[bool]:
     """Per branch of a oneOf at ``pos``: are its objects disjoint from every earlier branch's?
 
-    True when, for each earlier branch, one of them requires a key the other forbids (``not``
-    ``{"required": [k]}``), or some key is required by both and fixed by both to constants
-    (``const``/``enum``: a tagged union's ``"type": {"const": ...}``) none of which are equal.
+    True when, for each earlier branch, one of them requires a key the other lacks (``not``
+    ``{"required": [k]}`` or an ``anyOf`` of such, ``additionalProperties: false`` without k), or
+    some key is required by both and fixed by both to constants (``const``/``enum``: a tagged
+    union's ``"type": {"const": ...}``) none of which are equal.
     Exact: an object valid under both would have and lack the key, or (a key named at the
     position is written at most once in every object compiled there, in one spelling:
     :mod:`.objects`) have one value equal to a constant of each.
@@ -144,25 +146,35 @@ def tagged(c, schemas: list, pos: Position) -> list[bool]:
     marks = [_marks(c, s, pos) for s in schemas]
 
     def apart(x: _Marks, y: _Marks) -> bool:
-        return bool(x.has & y.lacks or y.has & x.lacks) or any(k in y.tags and not x.tags[k] & y.tags[k]
+        return any(map(y.lacks, x.has)) or any(map(x.lacks, y.has)) or any(k in y.tags and not x.tags[k] & y.tags[k]
                                                               for k in x.tags)
 
     return [bool(i) and all(apart(m, n) for n in marks[:i]) for i, m in enumerate(marks)]
 
 
 class _Marks(NamedTuple):
-    """What every object valid under a schema has: keys it has (``has``), keys it lacks (``lacks``),
-    keys named at the position with their possible constants (``tags``, :func:`_same_value` keys)."""
+    """What every object valid under a schema has: keys it has (``has``), keys it lacks (``lacking``,
+    and those no ``closed`` node allows: :meth:`lacks`), keys named at the position with their
+    possible constants (``tags``, :func:`_same_value` keys)."""
 
     has: set[str]
-    lacks: set[str]
+    lacking: set[str]
     tags: dict[str, set[str]]
+    closed: list[dict]  # nodes with additionalProperties false
+    groups: list[list["_Marks"]]  # anyOf/oneOf: the marks of each branch
+
+    def lacks(self, key: str) -> bool:
+        return key in self.lacking or any(
+            key not in (n.get("properties") or {})
+            and not any(ecma.search(p, key) for p in (n.get("patternProperties") or {})) for n in self.closed
+        ) or any(all(m.lacks(key) for m in each) for each in self.groups)
 
 
 def _marks(c, schema, pos: Position, seen: frozenset[int] = frozenset()) -> _Marks:
     """:class:`_Marks` of ``schema``, through ``anyOf``/``oneOf`` too (what every branch has)."""
     conj = c.flatten([schema]) or ()
-    out = _Marks({k for x in conj for k in x.get("required", ()) if isinstance(k, str)}, set(), {})
+    out = _Marks({k for x in conj for k in x.get("required", ()) if isinstance(k, str)}, set(), {},
+                 [n for n in conj if n.get("additionalProperties") is False], [])
 
     def narrow(name: str, keys: set[str]) -> None:
         out.tags[name] = out.tags[name] & keys if name in out.tags else keys
@@ -173,19 +185,32 @@ def _marks(c, schema, pos: Position, seen: frozenset[int] = frozenset()) -> _Mar
             if isinstance(allowed, list):
                 narrow(name, {_same_value(v) for v in allowed})
     for node in conj:
-        negated = c.flatten([node["not"]]) if "not" in node else None
-        if negated and len(negated) == 1 and set(negated[0]) & ACTIVE == {"required"}:
-            if len(negated[0]["required"]) == 1 and isinstance(negated[0]["required"][0], str):
-                out.lacks.add(negated[0]["required"][0])
+        if "not" in node:
+            out.lacking.update(_sufficient(c, node["not"]))
         for keyword in ("anyOf", "oneOf"):
             branches = node.get(keyword)
             if isinstance(branches, list) and branches and id(node) not in seen:
                 each = [_marks(c, b, pos, seen | {id(node)}) for b in branches]
                 out.has.update(set.intersection(*(m.has for m in each)))
-                out.lacks.update(set.intersection(*(m.lacks for m in each)))
+                out.groups.append(each)
                 for name in set.intersection(*(set(m.tags) for m in each)):
                     narrow(name, set().union(*(m.tags[name] for m in each)))
     return out
+
+
+def _sufficient(c, schema, seen: frozenset[int] = frozenset()) -> set[str]:
+    """Keys whose presence alone makes an object valid under ``schema``: ``{"required": [k]}``,
+    and the union of those of an ``anyOf``'s branches."""
+    conj = c.flatten([schema])
+    if not conj or len(conj) != 1 or id(conj[0]) in seen:
+        return set()
+    node, = conj
+    asked = set(node) & ACTIVE
+    if asked == {"required"} and isinstance(node["required"], list) and len(node["required"]) == 1:
+        return {k for k in node["required"] if isinstance(k, str)}
+    if asked == {"anyOf"} and isinstance(node["anyOf"], list):
+        return set().union(*(_sufficient(c, b, seen | {id(node)}) for b in node["anyOf"]))
+    return set()
 
 
 def _same_value(v) -> str:

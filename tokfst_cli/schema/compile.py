@@ -236,7 +236,7 @@ class Compiler:
                 kinds &= {"number" if t == "integer" else t for t in named}
         constants = [v for node in conj for v in ([[node["const"]]] if "const" in node else [])
                      + ([node["enum"]] if "enum" in node else [])]
-        formulas, handled = presence.split(self, conj) if "object" in kinds else ([], set())
+        formulas, handled = presence.split(self, conj, pos) if "object" in kinds else ([], set())
         alg = Algebra(self, depth, pos)
         if constants:  # the values, checked against the keywords of their types only
             lang = {t: f for t, f in values.language(self, constants[0], depth, pos).items() if t in kinds}

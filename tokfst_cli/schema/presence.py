@@ -22,7 +22,9 @@ from __future__ import annotations
 import pynini
 
 from . import sequences as seq
+from .applicators import tagged
 from .automata import KEYWORDS as TYPE_KEYWORDS, TYPES
+from .context import Position
 from .refs import ACTIVE
 
 KEYWORDS = frozenset(("required", "minProperties", "maxProperties", "dependentRequired"))
@@ -55,12 +57,16 @@ def _member_wise(c, schema) -> Conj | None:
     return conj if MEMBERS.issuperset(asked) else None
 
 
-def split(c, conj: Conj) -> tuple[list[Formula], set[tuple[int, str]]]:
-    """The applicators of ``conj`` over member-wise subschemas, and which (node, keyword) they are."""
+def split(c, conj: Conj, pos: Position) -> tuple[list[Formula], set[tuple[int, str]]]:
+    """The applicators of ``conj`` at ``pos`` over member-wise subschemas, and which (node, keyword)
+    they are. A oneOf over objects that are TOP here and that its branches tell apart
+    (:func:`.applicators.tagged`) is left to the Boolean operations: a union of the branches."""
     formulas, handled = [], set()
     shaped = any(TYPE_KEYWORDS["object"] & node.keys() for node in conj)  # else the objects are TOP
 
     def take(node: dict, keyword: str, op: str, schemas: list) -> None:
+        if op == "oneOf" and not shaped and all(tagged(c, schemas, pos)[1:]):
+            return
         branches = [_member_wise(c, s) if s is not None else () for s in schemas]
         objects = sum(b is not NO_OBJECT for b in (branches[:1] if op in ("if", "not") else branches))
         if all(b is not None for b in branches) and objects >= (1 if op in ("if", "not") else 2):
