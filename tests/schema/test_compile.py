@@ -280,3 +280,26 @@ def test_member_wise_branches_told_apart_are_unioned_not_split(monkeypatch):
 
     assert ok({"id": "a", "metrics": [{"n": 1}]}) and ok({"id": "a", "text": "t"}) and not ok("a string")
     assert not ok({"id": "a"}) and not ok({"id": "a", "metrics": [], "text": "t"}) and not ok({"text": "t"})
+
+
+def test_a_branch_of_every_object_is_not_intersected(monkeypatch):
+    """github-workflow's ``"oneOf": [{"type": "object"}, {"type": "null"}]`` under an object with
+    properties: the branch that allows every object takes the object's own automaton, with no
+    intersection or difference, and the language is oneOf's."""
+    from tokfst_cli.schema import automata
+
+    calls = []
+    for op in ("intersect", "difference"):
+        orig = getattr(automata.Budget, op)
+        monkeypatch.setattr(automata.Budget, op, lambda self, a, b, what, _o=orig: calls.append(what)
+                            or _o(self, a, b, what))
+    schema = {"properties": {"a": {"type": "integer"}}, "additionalProperties": False,
+              "oneOf": [{"type": "object"}, {"type": "null"}]}
+    fst = compiled(schema)
+    assert "oneOf" not in calls, calls
+
+    def ok(instance):
+        return accepts(fst, serialize(instance, schema))
+
+    assert ok({"a": 1}) and ok({}) and ok(None)
+    assert not ok({"a": "x"}) and not ok({"b": 1}) and not ok(1) and not ok("s")

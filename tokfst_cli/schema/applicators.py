@@ -47,11 +47,16 @@ class Algebra:
     def concrete(self, lang: Lang) -> Lang:
         return {t: f for t, f in ((t, self.built(t, f)) for t, f in lang.items()) if f is not None}
 
+    def every(self, kind: str, f) -> bool:
+        """Is ``f`` every text of its type here: TOP, or TOP built (a branch ``{"type": "object"}``)?"""
+        return f is TOP or f is self.c.cache.get(("universe", kind, self.depth, self.pos.key), TOP)
+
     def meet(self, a: Lang, b: Lang, what: str) -> Lang:
         out = {}
         for t in TYPES:
             if t in a and t in b:
-                f = b[t] if a[t] is TOP else a[t] if b[t] is TOP else self.c.budget.intersect(a[t], b[t], what)
+                f = (b[t] if self.every(t, a[t]) else a[t] if self.every(t, b[t])
+                     else self.c.budget.intersect(a[t], b[t], what))
                 if f is not None:
                     out[t] = f
         return out
@@ -60,8 +65,8 @@ class Algebra:
         out = {}
         for t in TYPES:
             parts = [g[t] for g in langs if t in g]
-            if any(p is TOP for p in parts):
-                out[t] = TOP
+            if any(self.every(t, p) for p in parts):
+                out[t] = next(p for p in parts if self.every(t, p))
             elif (f := self.c.budget.union(parts, what)) is not None:
                 out[t] = f
         return out
@@ -71,7 +76,7 @@ class Algebra:
         for t, f in a.items():
             if t not in b:
                 out[t] = f
-            elif b[t] is not TOP and (g := self.c.budget.difference(self.built(t, f), b[t], what)) is not None:
+            elif not self.every(t, b[t]) and (g := self.c.budget.difference(self.built(t, f), b[t], what)) is not None:
                 out[t] = g
         return out
 
