@@ -303,3 +303,31 @@ def test_a_branch_of_every_object_is_not_intersected(monkeypatch):
 
     assert ok({"a": 1}) and ok({}) and ok(None)
     assert not ok({"a": "x"}) and not ok({"b": 1}) and not ok(1) and not ok("s")
+
+
+def test_branches_apart_from_some_meet_only_the_others(monkeypatch):
+    """starlake's ``extract``: a JDBC branch that lacks ``openAPI`` and ``restAPI``, and OpenAPI and
+    REST branches requiring one each, which overlap (an object with both keys). Only the two
+    that may overlap are intersected with each other; the language is oneOf's."""
+    from tokfst_cli.schema import automata
+
+    calls = []
+    for op in ("intersect", "difference"):
+        orig = getattr(automata.Budget, op)
+        monkeypatch.setattr(automata.Budget, op, lambda self, a, b, what, _o=orig, _op=op: calls.append((_op, what))
+                            or _o(self, a, b, what))
+    props = {"jdbc": {"type": "integer"}, "openAPI": {"type": "string"}, "restAPI": {"type": "string"}}
+    schema = {"type": "object", "properties": props, "oneOf": [
+        {"not": {"anyOf": [{"required": ["openAPI"]}, {"required": ["restAPI"]}]}},
+        {"required": ["openAPI"], "propertyNames": {}},
+        {"required": ["restAPI"], "propertyNames": {}}]}
+    fst = compiled(schema)
+    # each branch meets the object's own, then openAPI's part meets restAPI's, and each loses the
+    # other: the JDBC part (and the union of those before) is not touched
+    assert calls.count(("intersect", "oneOf")) == 3 + 1 and calls.count(("difference", "oneOf")) == 2, calls
+
+    def ok(instance):
+        return accepts(fst, serialize(instance, schema))
+
+    assert ok({}) and ok({"jdbc": 1}) and ok({"openAPI": "o"}) and ok({"jdbc": 2, "restAPI": "r"})
+    assert not ok({"openAPI": "o", "restAPI": "r"}) and not ok({"jdbc": "x"})

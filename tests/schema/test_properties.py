@@ -324,6 +324,8 @@ TAGGED = st.fixed_dictionaries({"properties": st.fixed_dictionaries({
                          min_size=2, max_size=3), shaped=st.booleans())
 @example(branches=[{"properties": {"k": {"const": 1}, "v": True}, "required": ["k"]},
                    {"properties": {"k": {"enum": ["x", 1.0]}, "v": True}, "required": ["k"]}], shaped=False)
+@example(branches=[*[{"properties": {"v": {"type": "integer", "minimum": m}}, "not": {"required": ["k"]}}
+                     for m in (0, 1, 2)], {"properties": {"k": {"const": 1}}, "required": ["k"]}], shaped=True)
 @example(branches=[{"properties": {"k": {"const": True}, "v": True}, "required": ["k"]},
                    {"properties": {"k": {"const": 1}, "v": True}, "required": ["k"]}], shaped=True)
 @settings(max_examples=60, deadline=None)
@@ -339,7 +341,7 @@ def test_one_of_branches_told_apart_by_tags_equal_the_boolean_operations(branche
 
     schema = {**({"properties": {"k": {}, "v": {}, "a": {}}} if shaped else {}), "oneOf": branches}
     got = compiled(schema, max_depth=1)
-    blind = lambda c, schemas, pos: [False] * len(schemas)  # noqa: E731
+    blind = lambda c, schemas, pos: [[False] * i for i in range(len(schemas))]  # noqa: E731
     with mock.patch.object(applicators, "tagged", blind), mock.patch.object(presence, "tagged", blind):
         want = compiled(schema, max_depth=1)
     assert pynini.equivalent(got, want), schema

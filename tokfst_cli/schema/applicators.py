@@ -115,32 +115,50 @@ def apply(c, node: dict, lang: Lang, depth: int, pos: Position, handled: set[tup
     return lang
 
 
-def _one_of(alg: Algebra, lang: Lang, branches: list[Lang], apart: list[bool]) -> Lang:
+def _one_of(alg: Algebra, lang: Lang, branches: list[Lang], apart: list[list[bool]]) -> Lang:
     """Valid under exactly one branch: "exactly one so far" and "two or more so far", branch by
     branch. Where "one" and the branch share no value (the type parts whose meet is empty, the
     common case of branches told apart by type or by a constant), the differences are the
-    operands themselves and are not computed; ``apart[i]``: branch i's objects are known to
-    share none with the branches before it (:func:`tagged`), so that meet is not computed either.
-    When every branch's are, the objects valid under exactly one are their union, made once."""
+    operands themselves and are not computed. ``apart[i][j]``: the objects of branches i and j
+    are known to be disjoint (:func:`tagged`); objects then go branch by branch (:func:`_objects`)."""
+    bs = [alg.meet(lang, branch, "oneOf") for branch in branches]
+    objects = any(map(any, apart))
     one: Lang = {}
     more: Lang = {}
-    union = len(branches) > 1 and all(apart[1:])
-    objects: list[Lang] = []
-    for branch, known in zip(branches, apart):
-        b = alg.meet(lang, branch, "oneOf")
-        if union and "object" in b:
-            objects.append({"object": b.pop("object")})
-        both = alg.meet(one, {t: f for t, f in b.items() if not (known and t == "object")}, "oneOf")
+    for b in bs:
+        b = {t: f for t, f in b.items() if not (objects and t == "object")}
+        both = alg.meet(one, b, "oneOf")
         more = alg.join([more, both], "oneOf")
         one = alg.join([alg.minus(one, _overlap(b, both), "oneOf"),
                         alg.minus(alg.minus(b, _overlap(one, both), "oneOf"), more, "oneOf")], "oneOf")
-    return alg.join([one, *objects], "oneOf") if objects else one
+    return {**one, **_objects(alg, [{"object": b["object"]} if "object" in b else {} for b in bs], apart)} \
+        if objects else one
 
 
-def tagged(c, schemas: list, pos: Position) -> list[bool]:
-    """Per branch of a oneOf at ``pos``: are its objects disjoint from every earlier branch's?
+def _objects(alg: Algebra, parts: list[Lang], apart: list[list[bool]]) -> Lang:
+    """The objects valid under exactly one branch, each branch keeping its own part valid under it
+    alone so far: branch i meets only the earlier parts it is not apart from, so when every pair
+    is apart this is their union."""
+    alone: dict[int, Lang] = {}  # branch -> its objects valid under no other branch so far
+    more: Lang = {}  # valid under two or more so far
+    for i, b in enumerate(parts):
+        if not b:
+            continue
+        mine, before = b, more
+        for j in [j for j in alone if not apart[i][j]]:
+            both = alg.meet(alone[j], b, "oneOf")
+            if both:
+                more = alg.join([more, both], "oneOf")
+                mine = alg.minus(mine, alone[j], "oneOf")
+                alone[j] = alg.minus(alone[j], b, "oneOf")
+        alone[i] = alg.minus(mine, before, "oneOf") if before else mine
+    return alg.join(list(alone.values()), "oneOf")
 
-    True when, for each earlier branch, one of them requires a key the other lacks (``not``
+
+def tagged(c, schemas: list, pos: Position) -> list[list[bool]]:
+    """Per branch i of a oneOf at ``pos``, per earlier branch j: are their objects disjoint?
+
+    True when one of them requires a key the other lacks (``not``
     ``{"required": [k]}`` or an ``anyOf`` of such, ``additionalProperties: false`` without k), or
     some key is required by both and fixed by both to constants (``const``/``enum``: a tagged
     union's ``"type": {"const": ...}``) none of which are equal.
@@ -154,7 +172,7 @@ def tagged(c, schemas: list, pos: Position) -> list[bool]:
         return any(map(y.lacks, x.has)) or any(map(x.lacks, y.has)) or any(k in y.tags and not x.tags[k] & y.tags[k]
                                                               for k in x.tags)
 
-    return [bool(i) and all(apart(m, n) for n in marks[:i]) for i, m in enumerate(marks)]
+    return [[apart(m, n) for n in marks[:i]] for i, m in enumerate(marks)]
 
 
 class _Marks(NamedTuple):

@@ -65,7 +65,7 @@ def split(c, conj: Conj, pos: Position) -> tuple[list[Formula], set[tuple[int, s
     shaped = any(TYPE_KEYWORDS["object"] & node.keys() for node in conj)  # else the objects are TOP
 
     def take(node: dict, keyword: str, op: str, schemas: list) -> None:
-        if op == "oneOf" and not shaped and all(tagged(c, schemas, pos)[1:]):
+        if op == "oneOf" and not shaped and all(map(all, tagged(c, schemas, pos))):
             return
         branches = [_member_wise(c, s) if s is not None else () for s in schemas]
         objects = sum(b is not NO_OBJECT for b in (branches[:1] if op in ("if", "not") else branches))
