@@ -158,19 +158,18 @@ def _objects(alg: Algebra, parts: list[Lang], apart: list[list[bool]]) -> Lang:
 def tagged(c, schemas: list, pos: Position) -> list[list[bool]]:
     """Per branch i of a oneOf at ``pos``, per earlier branch j: are their objects disjoint?
 
-    True when one of them requires a key the other lacks (``not``
-    ``{"required": [k]}`` or an ``anyOf`` of such, ``additionalProperties: false`` without k), or
-    some key is required by both and fixed by both to constants (``const``/``enum``: a tagged
-    union's ``"type": {"const": ...}``) none of which are equal.
-    Exact: an object valid under both would have and lack the key, or (a key named at the
+    True when one of them requires a key the other lacks (``not`` ``{"required": [k]}`` or an
+    ``anyOf`` of such, ``additionalProperties: false`` without k), or some key is required by
+    both and fixed by both to constants (``const``/``enum``: a tagged union's ``"type":
+    {"const": ...}``) none of which are equal. Exact: an object valid under both would have and lack the key, or (a key named at the
     position is written at most once in every object compiled there, in one spelling:
     :mod:`.objects`) have one value equal to a constant of each.
     """
     marks = [_marks(c, s, pos) for s in schemas]
 
     def apart(x: _Marks, y: _Marks) -> bool:
-        return any(map(y.lacks, x.has)) or any(map(x.lacks, y.has)) or any(k in y.tags and not x.tags[k] & y.tags[k]
-                                                              for k in x.tags)
+        return (any(map(y.lacks, x.has)) or any(map(x.lacks, y.has))
+                or any(k in y.tags and not x.tags[k] & y.tags[k] for k in x.tags))
 
     return [[apart(m, n) for n in marks[:i]] for i, m in enumerate(marks)]
 
