@@ -19,8 +19,8 @@ from typing import NamedTuple
 
 import pynini
 
+from . import ecma, numbers
 from .automata import TYPES, Lang
-from . import ecma
 from .context import Position, value_schemas
 from .refs import ACTIVE
 
@@ -49,7 +49,7 @@ class Algebra:
 
     def every(self, kind: str, f) -> bool:
         """Is ``f`` every text of its type here: TOP, or TOP built (a branch ``{"type": "object"}``)?"""
-        return f is TOP or f is self.c.cache.get(("universe", kind, self.depth, self.pos.key), TOP)
+        return f is TOP or self.c.is_universe(f, kind, self.depth, self.pos)
 
     def meet(self, a: Lang, b: Lang, what: str) -> Lang:
         out = {}
@@ -165,13 +165,17 @@ def tagged(c, schemas: list, pos: Position) -> list[list[bool]]:
     position is written at most once in every object compiled there, in one spelling:
     :mod:`.objects`) have one value equal to a constant of each.
     """
+    key = ("tagged", id(schemas), pos.key)  # asked by .presence, then by apply: decided once
+    if key in c.cache:
+        return c.cache[key]
     marks = [_marks(c, s, pos) for s in schemas]
 
     def apart(x: _Marks, y: _Marks) -> bool:
         return (any(map(y.lacks, x.has)) or any(map(x.lacks, y.has))
                 or any(k in y.tags and not x.tags[k] & y.tags[k] for k in x.tags))
 
-    return [[apart(m, n) for n in marks[:i]] for i, m in enumerate(marks)]
+    c.cache[key] = got = [[apart(m, n) for n in marks[:i]] for i, m in enumerate(marks)]
+    return got
 
 
 class _Marks(NamedTuple):
@@ -236,14 +240,15 @@ def _sufficient(c, schema, seen: frozenset[int] = frozenset()) -> set[str]:
 
 
 def _same_value(v) -> str:
-    """A text equal for JSON values equal under JSON Schema (1 and 1.0; key order), else apart."""
-    def norm(x):
-        if isinstance(x, float) and x.is_integer():
-            return int(x)
-        if isinstance(x, dict):
-            return {k: norm(y) for k, y in x.items()}
-        return [norm(y) for y in x] if isinstance(x, list) else x
-    return json.dumps(norm(v), sort_keys=True)
+    """The canonical JSON text of a constant: equal for values JSON Schema calls equal (``1`` and
+    ``1.0``: :func:`.numbers.canonical`; key order), different otherwise (``true`` and ``1``)."""
+    if isinstance(v, dict):
+        return "{" + ",".join(f"{json.dumps(k)}:{_same_value(v[k])}" for k in sorted(v)) + "}"
+    if isinstance(v, list):
+        return "[" + ",".join(map(_same_value, v)) + "]"
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return numbers.canonical(v)
+    return json.dumps(v)
 
 
 def _overlap(lang: Lang, both: Lang) -> Lang:

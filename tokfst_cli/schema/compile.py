@@ -193,6 +193,11 @@ class Compiler:
             self.cache[key] = self._part(kind, (), depth, pos, False)
         return self.cache[key]
 
+    def is_universe(self, f, kind: str, depth: int, pos: Position) -> bool:
+        """Is ``f`` the automaton :meth:`universe` built (not building it)?"""
+        key = ("universe", kind, depth, pos.key)
+        return key in self.cache and f is self.cache[key]
+
     def has_key(self, name: str) -> dict:
         """The member-wise schema "has property ``name``" (one object per name: ids are keys)."""
         return self.has_keys.setdefault(name, {"required": [name]})
