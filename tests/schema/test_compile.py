@@ -179,6 +179,55 @@ def test_deferred_values_give_the_same_automaton(name, monkeypatch):
         assert pynini.equivalent(f.arcsort("ilabel"), eager.arcsort("ilabel"))
 
 
+@pytest.mark.parametrize("name", ["jest", "netlify"])
+def test_a_compilation_leaves_no_placeholder_to_the_next(name, monkeypatch):
+    """Free values (no schema) are kept across compilations; one built on a part that holds this
+    compilation's placeholders (an object universe deferred its values) is not, or the next
+    compilation would read those labels as its own bodies. After a real schema, other schemas
+    compile to what they compile to alone: byte labels only, the same language."""
+    import pynini
+
+    from tokfst_cli.schema import compile as compile_module
+
+    schema = json.loads((Path(__file__).parents[1] / "data" / "schemas" / f"{name}.json").read_text())
+    later = [True, {}, {"type": "object", "properties": {"a": {}}}, {"type": "array", "items": {"type": "object"}}]
+    monkeypatch.setattr(compile_module, "_FREE", {})
+    alone = [compile_schema(s).automaton.fst for s in later]
+    monkeypatch.setattr(compile_module, "_FREE", {})
+    compile_schema(schema)
+    for s, want in zip(later, alone):
+        got = compile_schema(s).automaton.fst
+        assert max(a.ilabel for q in got.states() for a in got.arcs(q)) <= 256, s
+        assert pynini.equivalent(got.arcsort("ilabel"), want.arcsort("ilabel")), s
+
+
+def test_unique_items_over_many_values_is_a_limit_not_a_blow_up():
+    """uniqueItems needs a state per set of the values used. Over 15 values (aiproj's
+    ProgrammingLanguages), spelled, that is millions of states: a LimitError (exit 3), met before
+    the memory is spent. Before, the sets' automaton was a product of 15 automata never
+    minimized on the way, which outgrew 12 GB. Run under a 3 GB address-space cap."""
+    import resource
+    import subprocess
+    import sys
+
+    languages = ["Java", "CSharp (Windows, Linux)", "CSharp (Windows)", "VB", "Php", "JavaScript", "Python",
+                 "ObjectiveC", "Swift", "CAndCPlusPlus", "Go", "Kotlin", "Sql", "Ruby", "Solidity"]
+    schema = {"type": "array", "uniqueItems": True, "items": {"enum": languages}}
+    code = ("import json, sys\nfrom tokfst_cli.errors import LimitError\nfrom tokfst_cli.schema import compile_schema\n"
+            "try:\n    compile_schema(json.loads(sys.argv[1]))\nexcept LimitError as e:\n"
+            "    print(e.exit_code, e.limit, e.value > e.bound)\n")
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+
+    out = subprocess.run([sys.executable, "-c", code, json.dumps(schema)], capture_output=True, text=True,
+                         timeout=300, preexec_fn=cap)
+    assert out.stdout.split() == ["3", "max_states", "True"], out.stderr[-2000:]
+    few = compiled({"type": "array", "uniqueItems": True, "items": {"enum": languages[:6]}})
+    assert accepts(few, '["Java","VB","Php"]') and accepts(few, "[]")
+    assert not accepts(few, '["Java","VB","Java"]') and not accepts(few, '["Go"]')
+
+
 @pytest.mark.parametrize("patterns", [False, True])
 def test_other_keys_exclude_named_keys_that_need_escapes(patterns):
     """Other keys are every spelled key but the named ones', escapes included (built on spellings

@@ -151,11 +151,13 @@ def _unique(c, items: list[pynini.Fst | None], lo: int, hi: int | None, pos: Pos
     if 2 ** len(by_value) > c.budget.max_states:
         raise LimitError(f"uniqueItems over {len(by_value)} values", "max_states", c.budget.max_states,
                          2 ** len(by_value), remedy="simplify", at_least=True)
-    words = _words(c, symbols, lo, hi, [], [])
+    what = f"uniqueItems over {len(by_value)} values"
+    words = c.budget.dfa(_words(c, symbols, lo, hi, [], []), what)
     alphabet = [x for labels in symbols for x in labels]
-    for labels in by_value.values():
-        words = seq.both(words, seq.at_most_once(labels, [a for a in alphabet if a not in labels]))
-    return _spell(c, words, members)
+    for labels in by_value.values():  # each step a minimal DFA: one state per set of values used (and
+        once = c.budget.dfa(seq.at_most_once(labels, [a for a in alphabet if a not in labels]), what)  # position)
+        words = None if words is None else c.budget.dfa(seq.both(words, once), what)
+    return None if words is None else _spell(c, words, members)
 
 
 def _plain(items, members: dict, symbols: list) -> list[list[int]]:

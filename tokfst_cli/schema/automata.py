@@ -149,6 +149,10 @@ class Budget:
         return pynini.replace([(BODY - 1, f), *((b, self._body(b)) for b in used)],
                               epsilon_on_replace=True).rmepsilon()
 
+    def owns(self, f: pynini.Fst | None) -> bool:
+        """Does ``f`` use placeholders of this budget's (labels that mean nothing to another one)?"""
+        return not is_empty(f) and bool((fst_arrays(f).ilabel >= PLACEHOLDERS).any())
+
     def _used(self, uses: Iterable[int]) -> list[int]:
         """The placeholders in ``uses`` and those their bodies use, in order."""
         todo, used = list(uses), set()

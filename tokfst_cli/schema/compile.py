@@ -157,14 +157,19 @@ class Compiler:
             return self.memo[key]
         if not conj and not pos.nodes and objects:  # a free value: the same for every schema
             free = (self.policy.name, depth, self.any_order, self.budget.max_states)
-            if free not in _FREE:  # kept across compilations: no placeholder of this one's in it
+            got = _FREE.get(free)
+            if got is None:
                 self.budget.deferring, deferring = False, self.budget.deferring
                 try:
-                    _FREE[free] = self._lang(conj, depth, pos)
+                    got = self._lang(conj, depth, pos)
                 finally:
                     self.budget.deferring = deferring
-            self.memo[key] = _FREE[free]
-            return _FREE[free]
+                # kept across compilations only without placeholders of this one's: parts built
+                # earlier in this compilation (a universe, deferring) may hold some
+                if not any(isinstance(f, pynini.Fst) and self.budget.owns(f) for f in got.values()):
+                    _FREE[free] = got
+            self.memo[key] = got
+            return got
         if key in self.active:
             raise InputError("the schema refers to itself without nesting (a $ref cycle through in-place "
                              "applicators)", "make the recursion go through properties or items", hint="schema-cycle")
