@@ -243,8 +243,12 @@ def tokfst_setup(tokenizer: str, terminals: bool):
 
     from .. import lexicon, tokenizer as tokmod
 
+    from .. import lazy
+
     model = common.load_model(tokenizer, None)
     lex, hf = lexicon.lexicon(model), Tokenizer.from_file(str(tokmod.resolve_path(tokenizer)))
+    warm = lazy.decoder(model, "[a-z]+")  # what every process pays once (T's layout, numba's kernels), not a schema
+    warm.bitmask(warm.initial())
     return lambda doc, repeat, stage: tokfst_one(model, lex, hf, doc, repeat, stage, terminals)
 
 

@@ -279,7 +279,8 @@ def notes(req: Request, peers: list[str]) -> list[str]:
         "decoding); xgrammar compile_json_schema (any_whitespace false, separators ',' ':', strict_mode false), "
         "cache disabled. A peer's error is any exception or error state (often an unsupported keyword).",
         f"Every engine runs in worker processes, one file after another, each with its address space capped at "
-        f"{MAX_MEMORY >> 30} GiB more than after its set-up (memory: the worker died there); every stage of every "
+        f"{MAX_MEMORY >> 30} GiB more than after its set-up (tokfst's: the tokenizer, T's layout and the compiled "
+        f"kernels, a lazy decoder's first mask; memory: the worker died there); every stage of every "
         f"file has {req.tokfst_timeout:g} s (tokfst) or {req.timeout:g} s (peers). Figures: medians of {req.repeat} "
         "run(s).",
     ]

@@ -16,8 +16,10 @@ reachable) are computed without materializing the product's arcs, as a least fix
   ignore_merges trie; it is decided directly from its arcs.
 
 A unit is live if it may end (final state, or a pre-token boundary into a live word start) or
-one of its tokens leads to a live unit. Starting from nothing live and re-evaluating the units
-whose successors changed reaches the least fixpoint. ``Liveness`` then gives a member's mask:
+one of its tokens leads to a live unit. The units a decoder reaches are explored first, each
+token with the table cell of the member it leads to (``units``); starting from nothing live and
+re-evaluating the units whose successors changed reaches the least fixpoint (a class once live
+stays live: a unit evaluated again decides only the others). ``Liveness`` then gives a member's mask:
 ``live_next(member)`` is the tokens whose successor member is live, ``member_words(member)``
 the packed mask (the unit's live tokens, made at load, minus the class's BANNED row, cleared by
 a compiled kernel at each step: ``bitsets``).
@@ -34,6 +36,7 @@ from .. import bitsets
 from ..errors import LimitError
 from .explicit import START, fallback_ok
 from .implicit import ImplicitBpe
+from .units import UnitGraph, distinct, explore
 from .word import DEAD, WHOLE, Word
 
 Arcs = Callable[[int], tuple[np.ndarray, np.ndarray, int]]  # p -> (token ids, next states, state after a boundary or -1)
@@ -335,37 +338,26 @@ class _ClassRows:
 
     def escape(self, tokens: np.ndarray, classes: np.ndarray, rows: tuple) -> np.ndarray:
         """Per class of ``classes`` (rows = ``subset(classes)``): is some token of ``tokens``
-        (distinct ids) outside the class's BANNED row? Tokens inside each banned interval are
-        counted per interval (binary search over the tokens' sorted left positions, or prefix sums)."""
+        (distinct ids) outside the class's BANNED row?"""
         if not len(tokens):
             return np.zeros(len(classes), bool)
-        cont = self.cont[classes]
         if self.never[tokens].any():
-            return cont
-        lo, hi, ptr = rows
-        if len(tokens) <= 16 or len(lo) * 16 < self.nleft:  # binary search where cheaper than a prefix sum
-            pos = np.sort(self.lpos[tokens])
+            return self.cont[classes]
+        return self.cont[classes] & (self.inside(self.lpos[tokens], *rows) < len(tokens))
+
+    def inside(self, pos: np.ndarray, lo: np.ndarray, hi: np.ndarray, ptr: np.ndarray) -> np.ndarray:
+        """Per row of the CSR (lo, hi, ptr): how many of the distinct left positions ``pos`` lie
+        inside its intervals (binary search over ``pos`` sorted, or prefix sums where cheaper)."""
+        if len(pos) <= 16 or len(lo) * 16 < self.nleft:
+            pos = np.sort(pos)
             seg = np.searchsorted(pos, hi, "right") - np.searchsorted(pos, lo, "left")
         else:
             w = np.zeros(self.nleft + 2, np.int32)
-            w[self.lpos[tokens] + 1] = 1
+            w[pos + 1] = 1
             pref = np.cumsum(w)
             seg = pref[hi + 1] - pref[lo]
-        cs = np.r_[0, np.cumsum(seg)]
-        return cont & (cs[ptr[1:]] - cs[ptr[:-1]] < len(tokens))
-
-
-def distinct(keys: np.ndarray) -> np.ndarray:
-    """``np.unique`` of nonnegative keys: by marking a bool table where the keys' range is at most
-    a few times their number (no sort, no hash), else by sorting."""
-    if not len(keys):
-        return keys
-    top = int(keys.max()) + 1
-    if top > 4 * len(keys) + 1024:
-        return np.unique(keys)
-    seen = np.zeros(top, bool)
-    seen[keys] = True
-    return np.flatnonzero(seen)
+        cs = np.concatenate(([0], np.cumsum(seg)))
+        return cs[ptr[1:]] - cs[ptr[:-1]]
 
 
 def _relevant_classes(arcs: Arcs, units: list, n_fb: int, nodes: int, word: Word, n_cls: int) -> dict[int, np.ndarray]:
@@ -397,66 +389,42 @@ def class_rows(imp: ImplicitBpe, word: Word, n_cls: int) -> _ClassRows:
 
 def compute(word: Word, arcs: Arcs, finals: np.ndarray, start: int, max_cells: int = 500_000_000,
             limit: int | None = None) -> Liveness:
-    """The least fixpoint of live units (module docstring); LimitError past ``max_cells`` table
-    cells. ``limit`` (``max_tokens`` N): the fewest tokens from each member to a final state,
-    up to N, by layers (``fewest.layers``); members with none within N are not live."""
+    """The least fixpoint of live units (module docstring) over the units a decoder reaches
+    (``units.explore``); LimitError past ``max_cells`` table cells. ``limit`` (``max_tokens``
+    N): the fewest tokens from each member to a final state, up to N, by layers
+    (``fewest.layers``); members with none within N are not live."""
     imp = word.imp
-    n_fb = len(imp.fb_final)
     n_cls = int(word.classes.max()) + 1 if (word.classes >= 0).any() else 0
-    nodes = word.nodes
-    fb_ok: dict[int, np.ndarray] = {}
-
-    def moves(fb: int, labels: np.ndarray) -> np.ndarray:  # the fallback-DFA condition of explicit.successors
-        if fb not in fb_ok:
-            fb_ok[fb] = fallback_ok(imp, fb)
-        return fb_ok[fb][labels]
-
-    # forward exploration of units: generic (p, fb) -> key p * n_fb + fb; special (p, fb, k) -> key * nodes + k
-    pair_ids: dict[int, int] = {}
-    spec_ids: dict[int, int] = {}
-    units: list[tuple[str, int]] = []
-    succ: list[list[int]] = []
-
-    def unit(kind: str, key: int) -> int:
-        ids = pair_ids if kind == "g" else spec_ids
-        u = ids.get(key)
-        if u is None:
-            u = ids[key] = len(units)
-            units.append((kind, key))
-            succ.append([])
-        return u
-
-    unit("s", start * n_fb * nodes)
-    boundary: list[int] = []  # per unit: the word start after its pre-token boundary, or -1
-    i = 0
-    while i < len(units):
-        kind, key = units[i]
-        if kind == "g":
-            p, fb, node, cls = key // n_fb, key % n_fb, DEAD, 0
-        else:
-            p, fb, node, cls = special_unit(key, n_fb, word)
-        labels, nexts, after = arcs(p)
-        keep = (imp.allowed[labels] | (imp.alone[labels] if cls == START else False)) & moves(fb, labels)
-        labels, nexts = labels[keep], nexts[keep]
-        cs, fs, ns = word.after(cls, fb, node, labels)
-        targets = set()
-        gen = ns == DEAD
-        for k in distinct(nexts[gen] * n_fb + fs[gen]).tolist():
-            targets.add(unit("g", k))
-        for q, f, k in zip(nexts[~gen].tolist(), fs[~gen].tolist(), ns[~gen].tolist()):
-            targets.add(unit("s", (q * n_fb + f) * nodes + k))
-        boundary.append(unit("s", after * n_fb * nodes) if after >= 0 else -1)
-        if after >= 0:
-            targets.add(boundary[-1])
-        succ[i] = sorted(targets)
-        i += 1
-    relevant = _relevant_classes(arcs, units, n_fb, nodes, word, n_cls)
-    gkeys = np.array(sorted(pair_ids), np.int64)
-    if len(gkeys) * (n_cls + 1) > max_cells:
-        raise LimitError("the co-reachability table", "max_cells", max_cells, len(gkeys) * (n_cls + 1),
-                         remedy="table", unit="cells", at_least=True)
-    row_of = {k: r for r, k in enumerate(gkeys.tolist())}
     rows = class_rows(imp, word, n_cls) if n_cls else None
+    graph = explore(word, arcs, start)
+    if graph.generic * graph.width > max_cells:
+        raise LimitError("the co-reachability table", "max_cells", max_cells, graph.generic * graph.width,
+                         remedy="table", unit="cells", at_least=True)
+    preds = graph.preds()
+    if limit is not None:
+        return _layered(word, arcs, graph, preds, rows, finals, limit)
+    val = _fixpoint(graph, preds, rows, finals, bool(imp.fb_final[0]))
+    keys = np.array([key for kind, key in graph.units if kind == "g"], np.int64)  # in row order
+    order = np.argsort(keys)
+    live = val[:graph.generic * graph.width].reshape(graph.generic, graph.width)[order]
+    spec = [(key, graph.slot[u]) for u, (kind, key) in enumerate(graph.units) if kind == "s"]
+    spec.sort()
+    skeys = np.array([k for k, _ in spec], np.int64)
+    return Liveness(word, arcs, keys[order], live, skeys, val[np.array([c for _, c in spec], np.int64)])
+
+
+def _layered(word: Word, arcs: Arcs, graph: UnitGraph, preds: list[list[int]], rows: _ClassRows | None,
+             finals: np.ndarray, limit: int) -> Liveness:
+    """``compute(limit=N)``: ``fewest.layers`` over the units, deciding each unit from its arcs
+    and a layer's successor distances (``succ_ok``, ``end_ok``)."""
+    from .fewest import layers
+
+    imp = word.imp
+    n_fb, nodes, n_cls = len(imp.fb_final), word.nodes, graph.width - 1
+    relevant = _relevant_classes(arcs, graph.units, n_fb, nodes, word, n_cls)
+    gkeys = np.array(sorted(key for kind, key in graph.units if kind == "g"), np.int64)
+    row_of = {k: r for r, k in enumerate(gkeys.tolist())}
+    spec_ids = {key: u for u, (kind, key) in enumerate(graph.units) if kind == "s"}
     memo: dict[tuple[int, bytes], np.ndarray] = {}
     subsets: dict[bytes, tuple] = {}
 
@@ -493,44 +461,76 @@ def compute(word: Word, arcs: Arcs, finals: np.ndarray, start: int, max_cells: i
         cs, fs, ns = word.after(cls, fb, node, labels)
         return bool(succ_ok(nexts, cs, fs, ns).any()) or (word.ends(cls, fb, node) and end_ok(p, after))
 
-    preds: list[list[int]] = [[] for _ in units]
-    for u, ts in enumerate(succ):
-        for t in ts:
-            preds[t].append(u)
-    if limit is not None:
-        from .fewest import layers
+    return layers(word, arcs, graph.units, preds, graph.after, gkeys, row_of, spec_ids, n_cls, limit, finals,
+                  generic_row, special_bit)
 
-        return layers(word, arcs, units, preds, boundary, gkeys, row_of, spec_ids, n_cls, limit, finals,
-                      generic_row, special_bit)
-    live = np.zeros((len(gkeys), n_cls + 1), bool)
-    spec_live: dict[int, bool] = {k: False for k in spec_ids}
 
-    def successors_live(nexts, cs, fs, ns) -> np.ndarray:
-        return successor_bits(live, gkeys, n_fb, nexts, cs, fs, ns,
-                              lambda q, f, k: spec_live.get((q * n_fb + f) * nodes + k, False))
-
-    def may_end(p: int, after: int) -> bool:
-        return bool(finals[p]) or (after >= 0 and spec_live.get(after * n_fb * nodes, False))
-
-    queue = list(range(len(units)))  # reverse discovery order first: successors before predecessors
-    queued = [True] * len(units)
+def _fixpoint(graph: UnitGraph, preds: list[list[int]], rows: _ClassRows | None, finals: np.ndarray,
+              fb_final: bool) -> np.ndarray:
+    """The live cells (``units``): from nothing live, each unit re-evaluated when a successor
+    changed, reading its tokens' cells. A generic row's class c is live when some token with a
+    live successor lies outside BANNED(c) (``_ClassRows.inside``), WHOLE when the unit may end."""
+    width, n_cls = graph.width, graph.width - 1
+    val = np.zeros(graph.cells, bool)
+    classes, cptr = graph.relevant()
+    cp = cptr.tolist()
+    sets: dict[bytes, int] = {}  # rows with one set of classes share its BANNED rows' intervals
+    group = [sets.setdefault(classes[cp[r]:cp[r + 1]].tobytes(), len(sets)) for r in range(graph.generic)]
+    if rows is not None:
+        never, lp, ends = rows.never[graph.label], rows.lpos[graph.label], rows.ends
+        each = [np.frombuffer(k, classes.dtype) for k in sets]  # the distinct sets, in order, as one CSR
+        lo, hi, iptr = rows.subset(np.concatenate(each) if each else classes[:0])
+        sp = np.cumsum([0, *map(len, each)]).tolist()
+        ip = iptr.tolist()
+    ptr, row, slot, bnd = (x.tolist() for x in (graph.ptr, graph.row, graph.slot, graph.boundary))
+    final = finals[graph.state].tolist()
+    word_ends = graph.ends.tolist()
+    fb0 = ((graph.fb == 0) & fb_final).tolist()
+    cell = graph.cell
+    queue = list(range(len(graph.units)))  # reverse discovery order first: successors before predecessors
+    queued = [True] * len(queue)
     while queue:
         u = queue.pop()
         queued[u] = False
-        kind, key = units[u]
-        if kind == "g":
-            new = generic_row(key, successors_live, may_end)
-            r = row_of[key]
-            changed = not np.array_equal(new, live[r])
-            live[r] = new
+        a, b = ptr[u], ptr[u + 1]
+        ok = val[cell[a:b]]
+        end = final[u] or (bnd[u] >= 0 and bool(val[bnd[u]]))
+        r = row[u]
+        if r >= 0:
+            c0, c1 = cp[r], cp[r + 1]
+            k = int(np.count_nonzero(ok))
+            r0, add = r * width, None  # a class once live stays live (the fixpoint only adds): the others are decided
+            if k and c1 > c0:
+                cls = classes[c0:c1]
+                todo = ~val[r0 + cls]
+                if not todo.any():
+                    pass
+                elif (never[a:b] & ok).any():
+                    add = cls[todo & rows.cont[cls]]
+                elif todo.all():
+                    s0, s1 = sp[group[r]], sp[group[r] + 1]
+                    i0, i1 = ip[s0], ip[s1]
+                    counts = rows.inside(lp[a:b][ok], lo[i0:i1], hi[i0:i1], iptr[s0:s1 + 1] - i0)
+                    add = cls[rows.cont[cls] & (counts < k)]
+                else:
+                    left = cls[todo]
+                    add = left[rows.cont[left] & (rows.inside(lp[a:b][ok], *rows.subset(left)) < k)]
+            changed = add is not None and len(add) > 0
+            if changed:
+                val[r0 + add] = True
+            if end and not val[r0 + n_cls]:  # WHOLE may always end (set once)
+                val[r0 + n_cls] = changed = True
+                if fb0[u]:
+                    val[r0:r0 + n_cls] |= ends
+            if not changed:
+                continue
         else:
-            bit = special_bit(key, successors_live, may_end)
-            changed, spec_live[key] = bit != spec_live[key], bit
-        if changed:
-            for v in preds[u]:
-                if not queued[v]:
-                    queued[v] = True
-                    queue.append(v)
-    skeys = np.array(sorted(spec_live), np.int64)
-    sl = np.array([spec_live[k] for k in skeys.tolist()], bool)
-    return Liveness(word, arcs, gkeys, live, skeys, sl)
+            bit = bool(ok.any()) or (word_ends[u] and end)
+            if bit == val[slot[u]]:
+                continue
+            val[slot[u]] = bit
+        for v in preds[u]:
+            if not queued[v]:
+                queued[v] = True
+                queue.append(v)
+    return val
