@@ -104,11 +104,10 @@ def loop_columns(delta: np.ndarray, cls: np.ndarray, nbits: int) -> np.ndarray:
     as bits (states, nbits) uint64."""
     n = len(delta) - 1
     stays = delta[:n] == np.arange(n, dtype=delta.dtype)[:, None]  # per state and class
-    out = np.zeros((n, nbits), np.uint64)
-    for c, k in enumerate(cls.tolist()):
-        if k:
-            out[:, c >> 6] |= stays[:, k].astype(np.uint64) << np.uint64(c & 63)
-    return out
+    bits = np.zeros((n, nbits * 64), bool)
+    cols = np.flatnonzero(cls)  # T's columns with a class of A's (class 0: A reads none of them)
+    bits[:, cols] = stays[:, cls[cols]]
+    return np.packbits(bits, axis=1, bitorder="little").view("<u8").astype(np.uint64, copy=False)
 
 
 def layout_for(model: TokenizerModel, cache: bool = True) -> Layout | None:

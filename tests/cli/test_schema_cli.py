@@ -70,3 +70,14 @@ def test_schema_bad_usage_is_one_line_exit_2(tmp_path, args, fragment):
     r = run("promote", "gpt2", "--schema", str(path), *args, str(tmp_path / "o.fst"))
     assert r.rc == 2 and fragment in r.err.decode() and r.err.decode().count("\n") == 1
     assert not (tmp_path / "o.fst").exists()
+
+
+def test_schema_past_a_limit_is_one_line_exit_3(tmp_path):
+    """uniqueItems over 6 values needs a state per set of them (64), spelled: past --max-states 200
+    it is a limit, worded for a schema, with nothing written."""
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"type": "array", "uniqueItems": True, "items": {"enum": list("abcdef")}}))
+    r = run("promote", "gpt2", "--schema", str(path), "--max-states", "200", str(tmp_path / "o.fst"))
+    err = r.err.decode()
+    assert r.rc == 3 and err.count("\n") == 1 and "--max-states 200" in err and "schema" in err, err
+    assert not (tmp_path / "o.fst").exists()

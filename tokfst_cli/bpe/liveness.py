@@ -34,7 +34,7 @@ import numpy as np
 
 from .. import bitsets
 from ..errors import LimitError
-from .explicit import START, fallback_ok
+from .explicit import START
 from .implicit import ImplicitBpe
 from .units import UnitGraph, distinct, explore
 from .word import DEAD, WHOLE, Word

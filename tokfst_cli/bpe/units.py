@@ -37,7 +37,7 @@ def distinct(keys: np.ndarray) -> np.ndarray:
 
 
 class UnitGraph(NamedTuple):
-    units: list[tuple[str, int]]  # (kind, key) in discovery order: "g" p * n_fb + fb; "s" (p * n_fb + fb) * nodes + node
+    units: list[tuple[str, int]]  # (kind, key), discovery order: "g" p * n_fb + fb; "s" (p * n_fb + fb) * nodes + node
     row: np.ndarray  # per unit: its generic row (discovery order among generic units), -1 for a special unit
     slot: np.ndarray  # per unit: its cell when special, -1 for a generic unit
     state: np.ndarray  # per unit: p

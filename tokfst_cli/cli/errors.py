@@ -45,13 +45,14 @@ MEMORY_LIMIT = "memory limit: {stage} needed more than --max-memory {limit}{size
 
 # limit remedies: {flag} is the limit's flag
 REMEDIES = {
-    "simplify": "simplify the regex or raise {flag}",
+    "simplify": "simplify the regex or schema, or raise {flag}",
     "factorized": "write the factorized form with --format index, or raise {flag}",
     "product": "use --method product with --format index (the factorized form), or raise {flag}",
     "implicit": "use --form implicit or raise {flag}",
     "vocabulary": "raise {flag} or use a smaller vocabulary",
     "lower": "lower {flag}",
-    "table": "simplify the regex: the factorized form's co-reachability table holds a bit per state and class",
+    "table": "simplify the regex or schema: the factorized form's co-reachability table holds a bit per state "
+             "and class",
     None: "raise {flag}",
 }
 

@@ -164,7 +164,8 @@ class Budget:
         return sorted(used)
 
     def _check_expansion(self, states: int, uses: dict[int, int]) -> None:
-        self.check(states + sum(n * self._size(b)[1] for b, n in uses.items()), "an expansion of deferred values")
+        self.check(states + sum(n * self._size(b)[1] for b, n in uses.items()),
+                   "the automaton with its shared values written out")
 
     def _classed(self, arrays: list[FstArrays],
                  uses: list[dict[int, int]]) -> tuple[list[pynini.Fst], label_classes.Classes] | None:
