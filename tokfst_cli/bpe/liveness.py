@@ -520,7 +520,7 @@ def _fixpoint(graph: UnitGraph, preds: list[list[int]], rows: _ClassRows | None,
                 val[r0 + add] = True
             if end and not val[r0 + n_cls]:  # WHOLE may always end (set once)
                 val[r0 + n_cls] = changed = True
-                if fb0[u]:
+                if fb0[u] and rows is not None:
                     val[r0:r0 + n_cls] |= ends
             if not changed:
                 continue
