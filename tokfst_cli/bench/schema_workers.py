@@ -151,8 +151,9 @@ def walk_masks(result, walk: list[int], repeat: int) -> dict:
 
 def lazy_stage(model, hf, automaton, repeat: int) -> tuple[dict, tuple | None]:
     """The lazy decoder (``lazy.LazyDecoder``) of compile_schema's ``automaton`` (its table from
-    the byte classes): ready (the decoder and its first mask) and the median mask at the walk's fresh states, a new decoder per timed walk (each of
-    its masks a walk of the trie); and the walk drawn (``draw_walk``), or None."""
+    the byte classes): ready (the decoder and its first mask) and the median mask at the walk's
+    fresh states, a new decoder per timed walk (each of its masks a walk of the trie); and the
+    walk drawn (``draw_walk``), or None."""
     from ..errors import TokfstError
     from ..lazy import LazyDecoder
     from .masks import one_line
@@ -241,9 +242,7 @@ def tokfst_one(model, lex, hf, doc, repeat: int, stage: Callable[..., None], ter
 def tokfst_setup(tokenizer: str, terminals: bool):
     from tokenizers import Tokenizer
 
-    from .. import lexicon, tokenizer as tokmod
-
-    from .. import lazy
+    from .. import lazy, lexicon, tokenizer as tokmod
 
     model = common.load_model(tokenizer, None)
     lex, hf = lexicon.lexicon(model), Tokenizer.from_file(str(tokmod.resolve_path(tokenizer)))

@@ -36,7 +36,7 @@ from .. import bitsets
 from ..errors import LimitError
 from .explicit import START
 from .implicit import ImplicitBpe
-from .units import UnitGraph, distinct, explore
+from .units import UnitGraph, distinct, explore, special_unit
 from .word import DEAD, WHOLE, Word
 
 Arcs = Callable[[int], tuple[np.ndarray, np.ndarray, int]]  # p -> (token ids, next states, state after a boundary or -1)
@@ -52,13 +52,6 @@ def pair_rows(pair_keys: np.ndarray, n_fb: int, p_next: np.ndarray, fb_next: np.
     return np.where(found, i, -1)
 
 
-def successor_bits(live: np.ndarray, pair_keys: np.ndarray, n_fb: int, nexts: np.ndarray, cs: np.ndarray,
-                   fs: np.ndarray, ns: np.ndarray, special: Callable[[int, int, int], bool]) -> np.ndarray:
-    """Is the member after each arc live? (next state, class or WHOLE, fallback state, trie node):
-    generic members are read off the table ``live``, trie members asked of ``special(q, fb, node)``."""
-    return successor_values(live, False, pair_keys, n_fb, nexts, cs, fs, ns, special)
-
-
 def successor_values(table: np.ndarray, fill, pair_keys: np.ndarray, n_fb: int, nexts: np.ndarray, cs: np.ndarray,
                      fs: np.ndarray, ns: np.ndarray, special: Callable[[int, int, int], Any]) -> np.ndarray:
     """The table's entry for the member after each arc (``fill`` where it has none): liveness
@@ -71,13 +64,6 @@ def successor_values(table: np.ndarray, fill, pair_keys: np.ndarray, n_fb: int, 
     for j in np.flatnonzero(ns != DEAD):
         out[j] = special(int(nexts[j]), int(fs[j]), int(ns[j]))
     return out
-
-
-def special_unit(key: int, n_fb: int, word: Word) -> tuple[int, int, int, int]:
-    """(p, fb, node, class) of a special unit's key ((p * n_fb + fb) * nodes + node): the trie's
-    root is a word start (START), another node has the class of the token that leads to it."""
-    (p, fb), node = divmod(key // word.nodes, n_fb), key % word.nodes
-    return p, fb, node, START if node == 0 else int(word.classes[word.last[node]])
 
 
 class Liveness:
@@ -360,25 +346,6 @@ class _ClassRows:
         return cs[ptr[1:]] - cs[ptr[:-1]]
 
 
-def _relevant_classes(arcs: Arcs, units: list, n_fb: int, nodes: int, word: Word, n_cls: int) -> dict[int, np.ndarray]:
-    """Per state q of S: the classes of the tokens on arcs into q (a member at q has the class of
-    the token that led there), sorted. Only these columns of q's table rows are ever read."""
-    ps = sorted({key // n_fb if kind == "g" else key // nodes // n_fb for kind, key in units})
-    qs, cs = [], []
-    for p in ps:
-        labels, nexts, _ = arcs(p)
-        c = word.classes[labels]
-        keep = c >= 0
-        qs.append(nexts[keep])
-        cs.append(c[keep])
-    if not qs:
-        return {}
-    key = distinct(np.concatenate(qs) * max(n_cls, 1) + np.concatenate(cs))
-    q, c = np.divmod(key, max(n_cls, 1))
-    bounds = np.flatnonzero(np.r_[True, q[1:] != q[:-1], True])
-    return {int(q[i]): c[i:j] for i, j in zip(bounds[:-1], bounds[1:])}
-
-
 def class_rows(imp: ImplicitBpe, word: Word, n_cls: int) -> _ClassRows:
     """One _ClassRows per loaded artifact."""
     got = imp.derived.get("class_rows")
@@ -420,12 +387,13 @@ def _layered(word: Word, arcs: Arcs, graph: UnitGraph, preds: list[list[int]], r
     from .fewest import layers
 
     imp = word.imp
-    n_fb, nodes, n_cls = len(imp.fb_final), word.nodes, graph.width - 1
-    relevant = _relevant_classes(arcs, graph.units, n_fb, nodes, word, n_cls)
-    gkeys = np.array(sorted(key for kind, key in graph.units if kind == "g"), np.int64)
+    n_fb, n_cls = len(imp.fb_final), graph.width - 1
+    relevant, cptr = graph.relevant()
+    row_in_graph = {key: int(graph.row[u]) for u, (kind, key) in enumerate(graph.units) if kind == "g"}
+    gkeys = np.array(sorted(row_in_graph), np.int64)
     row_of = {k: r for r, k in enumerate(gkeys.tolist())}
     spec_ids = {key: u for u, (kind, key) in enumerate(graph.units) if kind == "s"}
-    memo: dict[tuple[int, bytes], np.ndarray] = {}
+    memo: dict[tuple[bytes, bytes], np.ndarray] = {}
     subsets: dict[bytes, tuple] = {}
 
     def generic_row(key: int, succ_ok, end_ok) -> np.ndarray:
@@ -437,11 +405,12 @@ def _layered(word: Word, arcs: Arcs, graph: UnitGraph, preds: list[list[int]], r
         labels, nexts = labels[keep], nexts[keep]
         cs, fs, ns = word.after(0, fb, DEAD, labels)
         tokens = labels[succ_ok(nexts, cs, fs, ns)]
-        classes = relevant.get(p, np.zeros(0, np.int64))  # the classes a member at p can have
-        sig = (p, tokens.tobytes())
+        r = row_in_graph[key]
+        classes = relevant[cptr[r]:cptr[r + 1]]  # the classes a member of the unit can have
+        kept = classes.tobytes()  # units reached by the same classes share their rows' CSR
+        sig = (kept, tokens.tobytes())
         row = memo.get(sig)
         if row is None:
-            kept = classes.tobytes()  # states reached by the same classes share their rows' CSR
             if kept not in subsets and rows is not None:
                 subsets[kept] = rows.subset(classes)
             row = memo[sig] = rows.escape(tokens, classes, subsets[kept]) if rows is not None else np.zeros(0, bool)
@@ -504,7 +473,7 @@ def _fixpoint(graph: UnitGraph, preds: list[list[int]], rows: _ClassRows | None,
                 cls = classes[c0:c1]
                 todo = ~val[r0 + cls]
                 if not todo.any():
-                    pass
+                    add = None
                 elif (never[a:b] & ok).any():
                     add = cls[todo & rows.cont[cls]]
                 elif todo.all():

@@ -36,6 +36,13 @@ def distinct(keys: np.ndarray) -> np.ndarray:
     return np.flatnonzero(seen)
 
 
+def special_unit(key: int, n_fb: int, word: Word) -> tuple[int, int, int, int]:
+    """(p, fb, node, class) of a special unit's key ((p * n_fb + fb) * nodes + node): the trie's
+    root is a word start (START), another node has the class of the token that leads to it."""
+    (p, fb), node = divmod(key // word.nodes, n_fb), key % word.nodes
+    return p, fb, node, START if node == 0 else int(word.classes[word.last[node]])
+
+
 class UnitGraph(NamedTuple):
     units: list[tuple[str, int]]  # (kind, key), discovery order: "g" p * n_fb + fb; "s" (p * n_fb + fb) * nodes + node
     row: np.ndarray  # per unit: its generic row (discovery order among generic units), -1 for a special unit
@@ -109,8 +116,7 @@ def explore(word: Word, arcs, start: int) -> UnitGraph:
             (p, fb), node, cls = divmod(key, n_fb), DEAD, 0
             allowed = word.step.follow(fb)  # allowed, may follow some class, the fallback-DFA condition
         else:
-            (p, fb), node = divmod(key // nodes, n_fb), key % nodes
-            cls = START if node == 0 else int(word.classes[word.last[node]])
+            p, fb, node, cls = special_unit(key, n_fb, word)
             allowed = word.allowed(cls, fb)
         labels, nexts, after = arcs(p)
         keep = allowed[labels]

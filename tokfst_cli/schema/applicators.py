@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import pynini
 
-from . import ecma, numbers
+from . import ecma, numbers, strings
 from .automata import TYPES, Lang
 from .context import Position, value_schemas
 from .refs import ACTIVE
@@ -161,9 +161,9 @@ def tagged(c, schemas: list, pos: Position) -> list[list[bool]]:
     True when one of them requires a key the other lacks (``not`` ``{"required": [k]}`` or an
     ``anyOf`` of such, ``additionalProperties: false`` without k), or some key is required by
     both and fixed by both to constants (``const``/``enum``: a tagged union's ``"type":
-    {"const": ...}``) none of which are equal. Exact: an object valid under both would have and lack the key, or (a key named at the
-    position is written at most once in every object compiled there, in one spelling:
-    :mod:`.objects`) have one value equal to a constant of each.
+    {"const": ...}``) none of which are equal. Exact: an object valid under both would have and
+    lack the key, or (a key named at the position is written at most once in every object
+    compiled there, in one spelling: :mod:`.objects`) have one value equal to a constant of each.
     """
     key = ("tagged", id(schemas), pos.key)  # asked by .presence, then by apply: decided once
     if key in c.cache:
@@ -243,12 +243,12 @@ def _same_value(v) -> str:
     """The canonical JSON text of a constant: equal for values JSON Schema calls equal (``1`` and
     ``1.0``: :func:`.numbers.canonical`; key order), different otherwise (``true`` and ``1``)."""
     if isinstance(v, dict):
-        return "{" + ",".join(f"{json.dumps(k)}:{_same_value(v[k])}" for k in sorted(v)) + "}"
+        return "{" + ",".join(f"{strings.quote(k)}:{_same_value(v[k])}" for k in sorted(v)) + "}"
     if isinstance(v, list):
         return "[" + ",".join(map(_same_value, v)) + "]"
     if isinstance(v, (int, float)) and not isinstance(v, bool):
         return numbers.canonical(v)
-    return json.dumps(v)
+    return strings.quote(v) if isinstance(v, str) else json.dumps(v)
 
 
 def _overlap(lang: Lang, both: Lang) -> Lang:

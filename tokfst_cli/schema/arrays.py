@@ -148,14 +148,14 @@ def _unique(c, items: list[pynini.Fst | None], lo: int, hi: int | None, pos: Pos
                 labels.append(seq.label(sym))
                 by_value.setdefault(value, []).append(seq.label(sym))
         symbols.append(labels)
-    if 2 ** len(by_value) > c.budget.max_states:
-        raise LimitError(f"uniqueItems over {len(by_value)} values", "max_states", c.budget.max_states,
-                         2 ** len(by_value), remedy="simplify", at_least=True)
     what = f"uniqueItems over {len(by_value)} values"
+    if 2 ** len(by_value) > c.budget.max_states:
+        raise LimitError(what, "max_states", c.budget.max_states, 2 ** len(by_value), remedy="simplify",
+                         at_least=True)
     words = c.budget.dfa(_words(c, symbols, lo, hi, [], []), what)
     alphabet = [x for labels in symbols for x in labels]
-    for labels in by_value.values():  # each step a minimal DFA: one state per set of values used (and
-        once = c.budget.dfa(seq.at_most_once(labels, [a for a in alphabet if a not in labels]), what)  # position)
+    for labels in by_value.values():  # each step a minimal DFA: a state per set of values used (and position)
+        once = c.budget.dfa(seq.at_most_once(labels, [a for a in alphabet if a not in labels]), what)
         words = None if words is None else c.budget.dfa(seq.both(words, once), what)
     return None if words is None else _spell(c, words, members)
 
