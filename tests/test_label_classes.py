@@ -53,6 +53,21 @@ def test_classes_are_the_coarsest_equivalence(patterns):
     assert all(classes.rep[b] <= b for b in range(257))
 
 
+@given(st.lists(regexes(), min_size=1, max_size=3))
+@settings(max_examples=30, deadline=None)
+def test_colliding_signatures_are_caught(patterns):
+    """Signatures that all collide (a hash of constant value): the classes are the same."""
+    pieces = [fst_arrays(compile_regex(p).fst) for p in patterns]
+    want = label_classes.of(pieces)
+    mix = label_classes._mix
+    try:
+        label_classes._mix = lambda x: np.zeros(len(x), np.uint64)
+        got = label_classes.of(pieces)
+    finally:
+        label_classes._mix = mix
+    assert got.count == want.count and (got.rep == want.rep).all()
+
+
 @given(st.lists(regexes(), min_size=2, max_size=3))
 @settings(max_examples=60, deadline=None)
 def test_minimal_dfa_through_classes_equals_the_bytes(patterns):

@@ -43,20 +43,46 @@ def identity() -> Classes:
 def of(pieces: Sequence[FstArrays]) -> Classes:
     """The coarsest classes of bytes equivalent in every piece.
 
-    Exact for deterministic pieces (every piece here): a byte's arcs, stably sorted by byte,
-    list its (state, destination) pairs piece by piece in state order, one a state, so equal
-    lists are equal behaviours. In a piece with several arcs of one byte at a state, the
-    order of those arcs counts too: two bytes may then stay apart, never wrongly merged.
+    Two bytes are equivalent when they label the same set of (state, destination) pairs, piece
+    by piece: each byte's set is summed into a 64-bit signature (splitmix64 of each pair, added
+    mod 2^64), bytes are grouped by signature and arc count, and each byte's sorted pairs are
+    then compared with its representative's, so a collision of signatures is caught (the
+    grouping is then made again exactly, one byte at a time).
     """
     offsets = np.cumsum([0, *(len(p.final) for p in pieces)])
     src = np.concatenate([p.src + o for p, o in zip(pieces, offsets)]).astype(np.int64)
     dst = np.concatenate([p.nextstate + o for p, o in zip(pieces, offsets)]).astype(np.int64)
     label = np.concatenate([p.ilabel for p in pieces]).astype(np.int64)
     byte = (label > 0) & (label < BYTES)
-    src, dst, label = src[byte], dst[byte], label[byte]
-    order = np.argsort(label.astype(np.uint16), kind="stable")  # arcs come by state: (byte, state) order
-    pairs = np.stack([src[order], dst[order]], 1)
-    bounds = np.searchsorted(label[order], np.arange(BYTES + 1))
+    order = np.lexsort((dst[byte], src[byte], label[byte]))  # by byte, then pair: each byte's set in order
+    src, dst, label = src[byte][order], dst[byte][order], label[byte][order]
+    pairs = src << 32 | dst
+    bounds = np.searchsorted(label, np.arange(BYTES + 1))
+    count = np.diff(bounds)[1:]  # arcs of bytes 1-256
+    sums = np.concatenate([np.zeros(1, np.uint64), np.cumsum(_mix(pairs), dtype=np.uint64)])
+    signature = _mix((sums[bounds[2:]] - sums[bounds[1:-1]]) ^ count.astype(np.uint64))
+    _, first, group = np.unique(signature, return_index=True, return_inverse=True)
+    rep = np.arange(BYTES)
+    rep[1:] = first[group] + 1  # the smallest byte of each group
+    arc = np.arange(len(label))
+    mirror = arc - bounds[label] + bounds[rep[label]]  # the same arc of the representative's list
+    if (count[rep[1:] - 1] == count).all() and (pairs[mirror] == pairs).all():
+        return Classes(rep, len(first))
+    return _exact(pairs, bounds)
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finalizer, elementwise (uint64, wrapping)."""
+    x = x.astype(np.uint64)
+    x ^= x >> np.uint64(30)
+    x *= np.uint64(0xBF58476D1CE4E5B9)
+    x ^= x >> np.uint64(27)
+    x *= np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def _exact(pairs: np.ndarray, bounds: np.ndarray) -> Classes:
+    """:func:`of`'s grouping made byte by byte (after a collision of signatures)."""
     rep = np.arange(BYTES)
     first: dict[bytes, int] = {}  # a byte's pairs -> the first byte with them
     for b in range(1, BYTES):

@@ -14,16 +14,20 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tokfst_cli import pipeline, tokenizer as tokmod
 from tokfst_cli.bench import schema_workers, schemas
 from tokfst_cli.bench.engines import PEERS, XGRAMMAR
 from tokfst_cli.errors import InputError, LimitError
+from tokfst_cli.regex import compile_regex
 from tokfst_cli.schema import compile_schema
 
 from ..runner import run
@@ -135,6 +139,18 @@ def test_summary_counts_the_rows(bench):
     for s in summary.rows:
         if s["compiled"]:
             assert s["median"]["median_s"] <= s["p95"]["median_s"]
+
+
+LONG = r'\["[a-zé€😀]{4100,}"(,([0-9]+|"[a-z]*"))*\]'  # every text is longer than MAX_BYTES
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_a_steered_text_ends_where_uniform_texts_run_too_long(seed):
+    """The walk's text when no uniform draw fits MAX_BYTES: a text of the DFA all the same."""
+    fst = compile_regex(LONG).fst
+    assert schema_workers.random_text(fst, seed) is None
+    assert re.fullmatch(LONG, schema_workers.steered_text(fst, seed))
 
 
 # ---- failure paths ----------------------------------------------------------------------------------

@@ -94,15 +94,40 @@ def random_text(fst, seed: int) -> str | None:
         return None
 
 
+def steered_text(fst, seed: int, budget: int = MAX_BYTES // 2) -> str:
+    """A random text of the byte DFA that ends: uniform among the classes of bytes A reads (then
+    among a class's bytes) and, at a final state, stopping, for ``budget`` bytes; then steered,
+    each byte one that brings a final state nearer (``ByteTable.distances``), ending at the first
+    final state. For DFAs whose uniform texts (:func:`random_text`) run past :data:`MAX_BYTES`."""
+    from ..byte_table import of_automaton
+
+    table = of_automaton(fst)
+    dist, n, rng = table.distances(), table.states, np.random.default_rng(seed)
+    members = [np.flatnonzero(table.label_class[:257] == c) for c in range(table.delta.shape[1])]
+    data, s = bytearray(), table.start
+    while True:
+        row = table.delta[s]
+        classes = np.flatnonzero(row < n)
+        if len(data) >= budget:
+            if table.final[s]:
+                break
+            classes = classes[dist[row[classes]] < dist[s]]
+        elif table.final[s] and rng.integers(len(classes) + 1) == 0:
+            break
+        c = int(rng.choice(classes))
+        data.append(int(rng.choice(members[c])) - 1)  # labels are bytes + 1
+        s = int(row[c])
+    return data.decode("utf-8")
+
+
 def draw_walk(fst, model, hf) -> tuple[str, list[int]]:
-    """The longest of :data:`WALK_TEXTS` random texts of the schema's byte DFA, and the walk: HF's
-    tokenization of it (where the ids do not spell it, a normalizer: ``masks.longest_match``)."""
+    """The longest of :data:`WALK_TEXTS` random texts of the schema's byte DFA (none within
+    :data:`MAX_BYTES`: a :func:`steered_text`), and the walk: HF's tokenization of it (where the
+    ids do not spell it, a normalizer: ``masks.longest_match``)."""
     from .masks import longest_match, spells
 
     texts = [t for t in (random_text(fst, seed) for seed in range(WALK_TEXTS)) if t is not None]
-    if not texts:
-        raise RuntimeError(f"no random text of at most {MAX_BYTES} bytes in {WALK_TEXTS} draws")
-    text = max(texts, key=len)
+    text = max(texts, key=len) if texts else steered_text(fst, 0)
     ids = hf.encode(text, add_special_tokens=False).ids
     walk = ids if spells(model, ids, text) else longest_match(model, text)
     if walk is None:

@@ -6,7 +6,8 @@ Per ``*.json`` file of DIR (sorted; ``limit``: the first N) and tokenizer, ``rep
                    (``pipeline.build(model, name, automaton=..., terminals=...)``, default limits,
                    the lexicon T loaded once): time, states, arcs, the most arcs of one state;
                    then the walk: HF's tokenization of the longest of ten random texts of the
-                   byte DFA (``pynini.randgen``, seeds 0-9), followed by a fresh
+                   byte DFA (``pynini.randgen``, seeds 0-9; none within 4096 bytes: a walk
+                   steered to a final state after 2048 bytes), followed by a fresh
                    ``Result.decoder()`` per timed walk: the packed mask at each state reached for
                    the first time, median; and the lazy decoder of the byte DFA
                    (``lazy.LazyDecoder``: no promotion): ready (decoder + first mask), the
@@ -268,7 +269,8 @@ def notes(req: Request, peers: list[str]) -> list[str]:
         "tokfst: schema -> bytes is compile_schema (compact whitespace, stable key order, max_depth 3); promotion is "
         f"pipeline.build's agnostic promotion of that automaton, {labels}, default limits; states, arcs, max "
         "arcs/state: the token automaton. walk: HF's tokenization of the longest of ten random texts of the byte "
-        "DFA (pynini.randgen, seeds 0-9); mask median: the packed mask at each state the walk reaches for the "
+        "DFA (pynini.randgen, seeds 0-9; when none is within 4096 bytes, a walk of the DFA steered to a final "
+        "state after 2048 bytes); mask median: the packed mask at each state the walk reaches for the "
         "first time (fresh states), a fresh Result.decoder() per walk. why: tokfst's refusal (keyword, remote "
         "$ref, pattern), or the stage and the limit it met. lazy ready: lazy.LazyDecoder of the byte DFA + its "
         "first mask (no promotion); lazy mask median: the same walk's fresh states, a new lazy decoder per walk, "
