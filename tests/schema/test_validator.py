@@ -1,0 +1,204 @@
+"""compile_schema against an independent validator: the ``jsonschema`` package (draft 2020-12).
+
+Random schemas are drawn from the keywords tokfst supports (types and type lists, enum,
+const, string lengths and patterns, integer and number bounds, multipleOf, arrays with
+items/prefixItems/counts/uniqueItems over finite items, objects with properties, required,
+additionalProperties, patternProperties, property counts and dependentRequired, the
+applicators anyOf/oneOf/allOf/not/if-then-else, boolean schemas), nested two deep.
+
+- Sound: every random text of the compiled automaton is a JSON instance the validator accepts.
+- Complete: every random instance the validator accepts, written as the automaton spells it
+  (``serialize``: stable key order, canonical numbers), is accepted by the automaton; with
+  ``any_order``, in the instance's own key order.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from decimal import Decimal
+
+import pytest
+from hypothesis import given, settings, strategies as st
+from jsonschema import Draft202012Validator, validators
+
+from tokfst_cli.bench.schema_workers import random_text, steered_text
+from tokfst_cli.errors import InputError
+from tokfst_cli.schema import serialize
+
+from .util import accepts, compiled
+
+KEYS = ["a", "b", "cc", "d1"]
+PATTERNS = ["^a", "b$", "^[ab]*$", "c", "^d[0-9]$"]
+MAX_DEPTH = 4  # instances nest at most 3 deep: never cut
+SETTINGS = settings(max_examples=int(os.environ.get("TOKFST_VALIDATOR_EXAMPLES", 120)), deadline=None)
+
+# Numbers are read exactly (Decimal, not float: 0.1 + 17 digits is no integer), and an integer is
+# any number of integral value (draft 2020-12 Sec. 6.1.1 of the validation vocabulary: 5.0 is one).
+_CHECKER = Draft202012Validator.TYPE_CHECKER.redefine(
+    "integer", lambda checker, x: not isinstance(x, bool) and isinstance(x, (int, Decimal))
+    and x == x.to_integral_value() if isinstance(x, Decimal) else Draft202012Validator.TYPE_CHECKER.is_type(x, "integer"))
+Validator = validators.extend(Draft202012Validator, type_checker=_CHECKER)
+
+
+def _read(text: str):
+    return json.loads(text, parse_float=Decimal)
+
+scalars = st.one_of(st.none(), st.booleans(), st.integers(-12, 12), st.text("abc", max_size=3))
+bound = st.integers(-8, 8)
+
+
+def _ordered(lo, hi, a: str, b: str) -> dict:
+    return {a: min(lo, hi), b: max(lo, hi)}
+
+
+leaf = st.one_of(
+    st.just({}), st.booleans(),
+    st.builds(lambda kw: {"type": "string", **kw}, st.fixed_dictionaries({}, optional={
+        "minLength": st.integers(0, 2), "maxLength": st.integers(1, 3), "pattern": st.sampled_from(PATTERNS)})),
+    st.builds(lambda t, kw: {"type": t, **kw}, st.sampled_from(["integer", "number"]),
+              st.fixed_dictionaries({}, optional={"minimum": bound, "maximum": bound, "exclusiveMinimum": bound,
+                                                  "exclusiveMaximum": bound, "multipleOf": st.sampled_from([2, 3])})),
+    st.builds(lambda t: {"type": t}, st.sampled_from(["boolean", "null"])),
+    st.builds(lambda ts: {"type": ts}, st.lists(st.sampled_from(["string", "integer", "null", "boolean", "array",
+                                                                 "object"]), min_size=1, max_size=3, unique=True)),
+    st.builds(lambda vs: {"enum": vs}, st.lists(scalars, min_size=1, max_size=4, unique_by=json.dumps)),
+    st.builds(lambda v: {"const": v}, scalars),
+)
+
+
+def _array(items, counts, prefix, unique):
+    out = {"type": "array", **counts}
+    if prefix and not unique:
+        out["prefixItems"] = prefix
+    if unique:  # over a finite item language only (tokfst refuses the others by name)
+        out["items"] = {"enum": unique}
+        out["uniqueItems"] = True
+    elif items is not None:
+        out["items"] = items
+    return out
+
+
+def _object(props, required, additional, patterned, counts, dependent):
+    out = {"type": "object", "properties": props, **counts}
+    if required:
+        out["required"] = required
+    if additional is not None:
+        out["additionalProperties"] = additional
+    if patterned:
+        out["patternProperties"] = patterned
+    if dependent:
+        out["dependentRequired"] = dependent
+    return out
+
+
+def _extend(children):
+    counts = lambda a, b: st.fixed_dictionaries({}, optional={a: st.integers(0, 2), b: st.integers(1, 3)})  # noqa: E731
+    return st.one_of(
+        st.builds(_array, st.none() | children, counts("minItems", "maxItems"), st.lists(children, max_size=2),
+                  st.none() | st.lists(st.integers(0, 3), min_size=1, max_size=3, unique=True)),
+        st.builds(_object, st.dictionaries(st.sampled_from(KEYS), children, max_size=3),
+                  st.lists(st.sampled_from(KEYS), max_size=2, unique=True), st.none() | st.booleans() | children,
+                  st.dictionaries(st.sampled_from(PATTERNS[:2]), children, max_size=1),
+                  counts("minProperties", "maxProperties"),
+                  st.dictionaries(st.sampled_from(KEYS), st.lists(st.sampled_from(KEYS), min_size=1, max_size=2,
+                                                                   unique=True), max_size=1)),
+        st.builds(lambda k, xs: {k: xs}, st.sampled_from(["anyOf", "oneOf", "allOf"]),
+                  st.lists(children, min_size=1, max_size=3)),
+        st.builds(lambda x: {"not": x}, children),
+        st.builds(lambda i, t, e: {"if": i, "then": t, "else": e}, children, children, children),
+        st.builds(lambda x, kw: {"type": "array", "contains": x, **kw}, children,
+                  st.fixed_dictionaries({}, optional={"minContains": st.integers(0, 2),
+                                                      "maxContains": st.integers(1, 2)})),
+        st.builds(lambda p, x: {"type": "object", "propertyNames": {"pattern": p}, "additionalProperties": x},
+                  st.sampled_from(PATTERNS), children),
+        st.builds(lambda k, x: {"dependentSchemas": {k: x}}, st.sampled_from(KEYS), children),
+    )
+
+
+def _referenced(schema, shared, where):
+    """``schema`` with ``shared`` as ``$defs/s``, referenced at ``where`` (its own place or a property)."""
+    ref = {"$ref": "#/$defs/s"}
+    if where == "root":
+        return {"$defs": {"s": shared}, "allOf": [schema, ref]}
+    return {"$defs": {"s": shared}, "type": "object", "properties": {"a": ref, "b": schema}}
+
+
+schemas = st.recursive(leaf, _extend, max_leaves=5)
+schemas = schemas | st.builds(_referenced, schemas, schemas, st.sampled_from(["root", "property"]))
+instances = st.recursive(scalars, lambda xs: st.lists(xs, max_size=3) | st.dictionaries(st.sampled_from(KEYS), xs,
+                                                                                      max_size=3), max_leaves=6)
+
+
+REFUSED = {"uniqueItems"}  # refused by name in some combinations (with contains, over many values)
+
+
+def _compiled(schema, **options):
+    """The automaton, or None where tokfst refuses the schema by name (only ``REFUSED``)."""
+    try:
+        return compiled(schema, max_depth=MAX_DEPTH, **options)
+    except InputError as e:
+        assert e.hint == "schema-keyword" and e.data.get("keyword") in REFUSED, e
+        return None
+
+
+def _depth(x) -> int:
+    if isinstance(x, list):
+        return 1 + max(map(_depth, x), default=0)
+    if isinstance(x, dict):
+        return 1 + max(map(_depth, x.values()), default=0)
+    return 0
+
+
+@SETTINGS
+@given(schema=schemas, seeds=st.lists(st.integers(0, 2**31), min_size=4, max_size=4))
+def test_every_text_of_the_automaton_is_valid(schema, seeds):
+    fst = _compiled(schema)
+    validator = Validator(schema)
+    if fst is None or fst.num_states() == 0:
+        return  # no valid text: the other test checks that the validator accepts none of the instances
+    texts = [random_text(fst, s) or steered_text(fst, s, budget=64) for s in seeds]  # uniform, or ending
+    for text in texts:
+        assert validator.is_valid(_read(text)), (schema, text)
+
+
+@SETTINGS
+@given(schema=schemas, values=st.lists(instances, min_size=8, max_size=8), order=st.randoms(use_true_random=False))
+def test_every_valid_instance_is_accepted(schema, values, order):
+    validator = Validator(schema)
+    valid = [v for v in values if _depth(v) < MAX_DEPTH and validator.is_valid(v)]
+    fst = _compiled(schema)
+    if fst is None:
+        return
+    for v in valid:
+        assert accepts(fst, serialize(v, schema)), (schema, v, serialize(v, schema))
+    if valid:
+        any_order = _compiled(schema, any_order=True)
+        for v in valid:
+            text = json.dumps(_shuffled(v, order), separators=(",", ":"), ensure_ascii=False)
+            assert accepts(any_order, text), (schema, text)
+
+
+def _shuffled(x, rng):
+    """``x`` with every object's keys in a random order."""
+    if isinstance(x, list):
+        return [_shuffled(v, rng) for v in x]
+    if isinstance(x, dict):
+        keys = list(x)
+        rng.shuffle(keys)
+        return {k: _shuffled(x[k], rng) for k in keys}
+    return x
+
+
+@pytest.mark.parametrize("schema", [{"type": "integer", "minimum": 3}, {"type": "object", "required": ["a"]}])
+def test_the_validator_is_draft_2020_12(schema):
+    """The oracle reads the draft tokfst implements (a check of the test's own footing)."""
+    v = Validator(schema)
+    assert v.is_valid(3 if "minimum" in schema else {"a": 1})
+    assert not v.is_valid(2 if "minimum" in schema else {"b": 1})
+
+
+def test_the_oracle_reads_numbers_exactly():
+    integer = Validator({"type": "integer"})
+    assert integer.is_valid(_read("5.0")) and integer.is_valid(_read("-12")) and not integer.is_valid(_read("true"))
+    assert not integer.is_valid(_read("-777104808714556545.773526347682699304849552855"))
