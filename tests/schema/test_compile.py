@@ -85,6 +85,23 @@ def test_any_order_accepts_every_order_of_the_named_keys():
             assert accepts(stable, text) == (valid and [k for k, _ in keys] == sorted(k for k, _ in keys))
 
 
+@pytest.mark.parametrize("keyword", ["const", "enum", "not"])
+def test_any_order_writes_a_constant_object_in_every_order(keyword):
+    """const/enum objects (nested too) are equal whatever their key order: any_order accepts each."""
+    value = {"a": 1, "b": [{"x": None, "y": True}], "c": "s"}
+    schema = {"const": value} if keyword == "const" else {"enum": [3, value]} if keyword == "enum" else \
+        {"type": "object", "not": {"const": value}}
+    stable, free = compiled(schema), compiled(schema, any_order=True)
+    for keys in itertools.permutations(value):
+        for inner in (("x", "y"), ("y", "x")):
+            v = {k: [{i: value["b"][0][i] for i in inner}] if k == "b" else value[k] for k in keys}
+            text = json.dumps(v, separators=(",", ":"))
+            stable_order = list(keys) == ["a", "b", "c"] and inner == ("x", "y")
+            assert accepts(free, text) == (keyword != "not"), text
+            assert accepts(stable, text) == (keyword != "not" and stable_order), text
+    assert accepts(free, '{"c":"s","a":1}') == (keyword == "not")  # a member missing: another object
+
+
 def test_property_order_merges_properties_over_ref_and_allof():
     schema = {"$defs": {"base": {"properties": {"id": {"type": "integer"}}}},
               "allOf": [{"$ref": "#/$defs/base"}, {"properties": {"name": {"type": "string"}}}],

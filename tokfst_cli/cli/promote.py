@@ -63,7 +63,7 @@ WHITESPACE = typer.Option(Whitespace.compact, "--whitespace", help="--schema: th
 MAX_DEPTH = typer.Option(None, "--max-depth", min=0, metavar="N",
                          help="--schema: nest $ref recursion and free values at most N deep [default: 3].")
 LENIENT = typer.Option(False, "--lenient", help="--schema: ignore unsupported keywords (listed in a warning).")
-ANY_ORDER = typer.Option(False, "--any-order", help="--schema: object properties in any order (default: stable order).")
+ANY_ORDER = typer.Option(False, "--any-order", help="--schema: object properties (and const/enum objects' keys) in any order (default: stable order).")
 TERMINALS = typer.Option(None, "--terminals/--no-terminals",
                          help="Wildcard loops as terminal labels: one arc per length class whose token mask is "
                               "precomputed (seed 004 Sec. 2.5.1; agnostic only). Default: on with --schema or a "

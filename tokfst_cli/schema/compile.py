@@ -23,6 +23,8 @@ only repeated keys among the keys a schema does not name cannot be excluded.
 
 from __future__ import annotations
 
+import json
+
 import time
 from typing import NamedTuple
 
@@ -89,6 +91,16 @@ class Compiler:
         self.synthesized: dict[str, dict] = {}  # "has property k" schemas made here (their ids are memo keys)
         self.has_keys: dict[str, dict] = {}  # the same, member-wise (no type), for .presence
         self.string_only = {"type": "string"}
+        self.constants: dict[str, dict] = {}  # members_of's schemas (their ids are memo keys)
+
+    def members_of(self, value: dict) -> dict:
+        """The schema of the objects equal to ``value`` (draft 2020-12 Sec. 4.2.2: the same keys,
+        equal values): each key required and constant, no other key (``const`` under any_order)."""
+        key = json.dumps(value, sort_keys=True)
+        if key not in self.constants:
+            self.constants[key] = {"type": "object", "properties": {k: {"const": v} for k, v in value.items()},
+                                   "required": list(value), "additionalProperties": False}
+        return self.constants[key]
 
     # ---- keywords --------------------------------------------------------------------------------
     def warn(self, message: str) -> None:

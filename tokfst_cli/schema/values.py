@@ -3,7 +3,9 @@
 A value has one text here: numbers and strings in their canonical spelling
 (:func:`.numbers.canonical`, :func:`.strings.quote`), object keys in the position's order
 (every key of a constant is a named key of its position, see :mod:`.context`), the
-separators of the whitespace policy. So ``const`` is exact, and complements of it too.
+separators of the whitespace policy. So ``const`` is exact, and complements of it too. With
+``any_order`` an object constant is the object schema of exactly its members, so its keys come
+in every order (as the objects of ``properties`` do there).
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ def text(c, value, depth: int, pos: Position) -> pynini.Fst | None:
     if kind == "array":
         parts = [text(c, v, inner, pos.item(i)) for i, v in enumerate(value)]
         return _join(c, "[", [p for p in parts], "]")
+    if c.any_order:  # every order of its keys: the objects with exactly its members
+        return c.value([c.members_of(value)], depth, pos)
     order = {k: i for i, k in enumerate(pos.names)}
     keys = sorted(value, key=lambda k: order.get(k, len(order)))
     parts = []
