@@ -125,6 +125,12 @@ def _extend(children):
         st.builds(lambda p, x: {"type": "object", "propertyNames": {"pattern": p}, "additionalProperties": x},
                   st.sampled_from(PATTERNS), children),
         st.builds(lambda k, x: {"dependentSchemas": {k: x}}, st.sampled_from(KEYS), children),
+        st.builds(lambda xs, n: {"type": "array", "prefixItems": xs, "items": False, "minItems": n},
+                  st.lists(children, min_size=1, max_size=3), st.integers(0, 2)),
+        st.builds(lambda ps: {"type": "object", "patternProperties": ps, "additionalProperties": False},
+                  st.dictionaries(st.sampled_from(PATTERNS), children, min_size=1, max_size=3)),
+        st.builds(lambda x, n: {"type": "object", "additionalProperties": x, "maxProperties": n}, children,
+                  st.integers(0, 2)),
     )
 
 
