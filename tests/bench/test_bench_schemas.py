@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shutil
@@ -144,11 +145,16 @@ def test_summary_counts_the_rows(bench):
 LONG = r'\["[a-zé€😀]{4100,}"(,([0-9]+|"[a-z]*"))*\]'  # every text is longer than MAX_BYTES
 
 
+@functools.cache
+def _long_dfa():
+    return compile_regex(LONG).fst
+
+
 @settings(max_examples=10, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1))
 def test_a_steered_text_ends_where_uniform_texts_run_too_long(seed):
     """The walk's text when no uniform draw fits MAX_BYTES: a text of the DFA all the same."""
-    fst = compile_regex(LONG).fst
+    fst = _long_dfa()
     assert schema_workers.random_text(fst, seed) is None
     assert re.fullmatch(LONG, schema_workers.steered_text(fst, seed))
 

@@ -95,13 +95,14 @@ def random_text(fst, seed: int) -> str | None:
 
 
 def steered_text(fst, seed: int, budget: int = MAX_BYTES // 2) -> str:
-    """A random text of the byte DFA that ends: uniform among the classes of bytes A reads (then
-    among a class's bytes) and, at a final state, stopping, for ``budget`` bytes; then steered,
-    each byte one that brings a final state nearer (``ByteTable.distances``), ending at the first
-    final state. For DFAs whose uniform texts (:func:`random_text`) run past :data:`MAX_BYTES`."""
-    from ..byte_table import of_automaton
+    """A random text of the byte DFA (or its ``ByteTable``, made once for many texts) that ends:
+    uniform among the classes of bytes A reads (then among a class's bytes) and, at a final
+    state, stopping, for ``budget`` bytes; then steered, each byte one that brings a final state
+    nearer (``ByteTable.distances``), ending at the first final state. For DFAs whose uniform
+    texts (:func:`random_text`) run past :data:`MAX_BYTES`."""
+    from ..byte_table import ByteTable, of_automaton
 
-    table = of_automaton(fst)
+    table = fst if isinstance(fst, ByteTable) else of_automaton(fst)
     dist, n, rng = table.distances(), table.states, np.random.default_rng(seed)
     members = [np.flatnonzero(table.label_class[:257] == c) for c in range(table.delta.shape[1])]
     data, s = bytearray(), table.start

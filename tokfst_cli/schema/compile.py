@@ -24,7 +24,6 @@ only repeated keys among the keys a schema does not name cannot be excluded.
 from __future__ import annotations
 
 import json
-
 import time
 from typing import NamedTuple
 

@@ -170,10 +170,9 @@ def object_part(c, conj: tuple[dict, ...], depth: int, pos: Position,
                               pos.child_class(matched), "other properties")
     named = [x for ls in present.values() for x in ls]
     if c.any_order:
-        optional = sum(1 for n in present if n not in required)
-        if 2 ** optional > budget.max_states:
+        if 2 ** len(present) > budget.max_states:  # a state per set of named keys written, required ones too
             raise LimitError(f"the orders of {len(present)} properties (any_order)", "max_states", budget.max_states,
-                             2 ** optional, remedy="simplify", at_least=True)
+                             2 ** len(present), remedy="simplify", at_least=True)
         words = seq.star(named + others)
         for name, labels in present.items():
             rest = [x for x in named + others if x not in labels]
