@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 
 import pynini
@@ -329,6 +330,30 @@ def test_guard_time_limit_kills_and_removes_temporary_files(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def _dead(pid: int) -> bool:
+    """Gone, or a zombie left for init to reap."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except FileNotFoundError:
+        return True
+
+
+def test_guard_time_limit_kills_what_the_child_started(tmp_path):
+    """A process the command started (Graphviz's dot) dies with it at the limit: no orphan runs on."""
+    pidfile = tmp_path / "pid"
+
+    def work() -> int:
+        p = subprocess.Popen(["sleep", "60"])
+        pidfile.write_text(str(p.pid))
+        p.wait()
+        return 0
+
+    out = guard.run(work, timeout=0.5)
+    assert out.code == 3 and out.reason == "time"
+    assert _dead(int(pidfile.read_text()))
+
+
 def test_guard_temp_file_pattern_matches_atomic_write():
     name = temp_prefix("x.fst", 4242) + "abcd_123.tmp"
     assert guard.temp_file_pattern(4242).fullmatch(name)
@@ -372,6 +397,16 @@ def test_guard_memory_limit():
     out = guard.run(hog, max_memory=300 << 20)  # (the peak is measured on the command line: test_limits in cli/)
     assert out.code == 3 and out.reason is None
     assert guard.run(lambda: len(bytearray(10 << 20)) and 0, max_memory=0).code == 0
+
+
+def test_guard_memory_the_child_cannot_word_is_still_the_limit():
+    """A MemoryError past what the command catches (its start, its own error handling) is the limit."""
+    def worse() -> int:
+        raise MemoryError
+
+    out = guard.run(worse, max_memory=300 << 20)
+    assert out.code == 3 and out.reason == "memory"
+    assert guard.run(lambda: 0, max_memory=1 << 70).code == 0  # past what setrlimit takes: no cap at all
 
 
 @pytest.mark.parametrize("text,value", [("4G", 4 << 30), ("500M", 500 << 20), ("1.5g", int(1.5 * (1 << 30))),

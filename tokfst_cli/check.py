@@ -1,7 +1,7 @@
 """canonical-check as a library: lines in, verdicts and report lines out, in chunks (issue #13).
 
-:func:`read_chunks` reads a file or stdin in blocks and yields its lines (``str.splitlines``,
-as reading the whole text would give them) in chunks of ``CHUNK_LINES`` lines, so memory
+:func:`read_chunks` reads a file or stdin in blocks and yields its lines (split at '\\n', a
+CRLF's '\\r' dropped, as reading the whole text would give them) in chunks of ``CHUNK_LINES`` lines, so memory
 stays flat in the input size. :class:`Checker` turns one chunk into :class:`Verdict` objects:
 
 parse   token ids or names: the caller's ``parse_line(line, n)`` (the command line's: it words
@@ -38,6 +38,7 @@ from .symbols import escape
 from .tokenizer import SPACE_MARK, TokenizerModel, bytes_to_unicode
 
 CHUNK_LINES = 4096
+ADDED_INSIDE = "an added token inside a word: HF splits it out between complete text segments"
 BLOCK_BYTES = 1 << 20
 FIX = "give a readable UTF-8 file"
 
@@ -48,17 +49,19 @@ def read_chunks(src: str | None, chunk_lines: int | None = None, block: int | No
     (default :data:`CHUNK_LINES`; the last chunk shorter), read ``block`` bytes (default
     :data:`BLOCK_BYTES`) at a time.
 
-    Lines and errors are those of reading the whole text and splitting it with
-    ``str.splitlines``: an unreadable file, or bytes that are not UTF-8 (the message gives the
-    offset in the whole input), is an InputError "cannot read SRC: ...", raised when reached.
+    Lines and errors are those of reading the whole text and splitting it with :func:`lines`:
+    an unreadable file, or bytes that are not UTF-8 (the message gives the offset in the whole
+    input; stdin is read as UTF-8 whatever the locale), is an InputError "cannot read SRC:
+    ...", raised when reached.
     """
     chunk_lines, block = chunk_lines or CHUNK_LINES, block or BLOCK_BYTES
     if src in (None, "-"):
+        src = "stdin"
         raw = getattr(sys.stdin, "buffer", None)
         if raw is None:  # a text stream without bytes below it
             blocks = _text_blocks(sys.stdin, block, src)
         else:
-            blocks = _decoded_blocks(raw, sys.stdin.encoding or "utf-8", sys.stdin.errors or "strict", block, src)
+            blocks = _decoded_blocks(raw, "utf-8", "strict", block, src)
         yield from _chunks(blocks, chunk_lines)
         return
     try:
@@ -109,22 +112,26 @@ def _text_blocks(stream, block: int, src) -> Iterator[tuple[str, bool]]:
             return
 
 
+def lines(text: str) -> list[str]:
+    """The lines of ``text`` as a text file has them: split at '\\n' only, a CRLF's '\\r' dropped,
+    no empty last line after a final '\\n'. The other separators of ``str.splitlines`` (\\v, \\f,
+    \\x1c-\\x1e, U+0085, U+2028, U+2029, a lone '\\r') are text a line may hold."""
+    *ended, rest = text.split("\n")  # rest: after the last '\n', not a line ending in one
+    return [p[:-1] if p.endswith("\r") else p for p in ended] + ([rest] if rest else [])
+
+
 def _chunks(blocks: Iterator[tuple[str, bool]], chunk_lines: int) -> Iterator[list[str]]:
-    """Chunks of exactly ``chunk_lines`` complete lines (the last one shorter). The last piece of
-    a block waits for the next: it may be unfinished, or end in '\\r' whose '\\n' comes next."""
-    pending, lines = "", []
+    """Chunks of exactly ``chunk_lines`` complete lines (the last one shorter). What follows a
+    block's last '\\n' waits for the next block: the line is unfinished."""
+    pending, got = "", []
     for text, last in blocks:
         text = pending + text
-        if last:
-            pending = ""
-            lines += text.splitlines()
-        else:
-            parts = text.splitlines(keepends=True)
-            pending = parts[-1] if parts else ""
-            lines += text[:len(text) - len(pending)].splitlines()
-        while len(lines) >= chunk_lines or (last and lines):
-            yield lines[:chunk_lines]
-            lines = lines[chunk_lines:]
+        cut = len(text) if last else text.rfind("\n") + 1
+        pending = text[cut:]
+        got += lines(text[:cut])
+        while len(got) >= chunk_lines or (last and got):
+            yield got[:chunk_lines]
+            got = got[chunk_lines:]
 
 
 # ---- --input text ---------------------------------------------------------------------------
@@ -166,14 +173,21 @@ class MaxMatchVerdicts:
     States are interned to ints. A ``##`` piece's step is cached per (state, token); any other
     token's per (X state where its word starts, token), all that it depends on
     (``Canonical.word_start``), so a word's first token hits the cache whatever word came before.
+
+    Added tokens (``pretok.added.splitting``): HF splits them out of the raw text first, so one
+    that it splits as it is stands between complete text segments, each checked from the start;
+    a sequence holding one whose splitting is not modelled is refused (InputError).
     """
 
     CAP = 1 << 18  # cached transitions before the cache starts afresh (memory stays bounded)
 
-    def __init__(self, machine) -> None:
+    def __init__(self, machine, splits: set[int] = frozenset(), unmodelled: dict[int, str] | None = None) -> None:
         self.machine = machine
         self.vocab = machine.pieces.vocab
         self.inner = machine.pieces.inner
+        self.split = np.zeros(self.vocab, bool)
+        self.split[list(splits)] = True
+        self.unmodelled = unmodelled or {}
         self._reset()
 
     def _reset(self) -> None:
@@ -203,15 +217,23 @@ class MaxMatchVerdicts:
     def __call__(self, seqs: list[list[int]]) -> list[tuple[int, str] | None]:
         flat = np.fromiter(itertools.chain.from_iterable(seqs), np.int64)
         if len(flat) and (flat.min() < 0 or flat.max() >= self.vocab):  # keys would collide
-            return [self.machine.first_violation(seq) for seq in seqs]
+            return [self._uncached(seq) for seq in seqs]
+        for t in set(self.unmodelled).intersection(flat.tolist()) if self.unmodelled else ():
+            raise self._refusal(t)
         out: list[tuple[int, str] | None] = []
-        vocab, inner = self.vocab, self.inner
+        vocab, inner, split = self.vocab, self.inner, self.split
         for seq in seqs:
             if len(self.next) > self.CAP:
                 self._reset()
-            table, start = self.next, self.start
+            table, start, final = self.next, self.start, self.final
             s = 0
             for i, t in enumerate(seq):
+                if split[t]:  # an added token: a segment of its own, after a complete one
+                    if not final[s]:
+                        out.append((i, ADDED_INSIDE))
+                        break
+                    s = 0
+                    continue
                 key = (s if inner[t] else -1 - start[s]) * vocab + t  # ## piece: state; else word start
                 j = table.get(key)
                 if j is None:
@@ -221,8 +243,28 @@ class MaxMatchVerdicts:
                     break
                 s = j
             else:
-                out.append(None if self.final[s] else (len(seq), "the sequence cannot end here"))
+                out.append(None if final[s] else (len(seq), "the sequence cannot end here"))
         return out
+
+    def _uncached(self, seq: list[int]) -> tuple[int, str] | None:
+        """The first offence of ``seq`` (ids may be out of range), segment by segment."""
+        base = 0
+        for i, t in enumerate([*seq, None]):
+            if t is not None and t in self.unmodelled:
+                raise self._refusal(t)
+            if t is None or (0 <= t < self.vocab and self.split[t]):
+                got = self.machine.first_violation(seq[base:i])
+                if got is not None and (t is None or got[0] < i - base):
+                    return got[0] + base, got[1]
+                if got is not None:
+                    return i, ADDED_INSIDE
+                base = i + 1
+        return None
+
+    def _refusal(self, t: int) -> InputError:
+        return InputError(f"the added token {self.unmodelled[t]!r} strips spaces, matches single words or matches "
+                          "normalized text, which canonical-check does not model for WordPiece",
+                          "check sequences without it", content=self.unmodelled[t])
 
 
 class BpeVerdicts:
@@ -270,22 +312,16 @@ class BpeVerdicts:
 def text_checker(model: TokenizerModel, imp):
     """The pipeline-level checker: R = P's image as a table, tokens' model texts, added tokens."""
     from .bpe.pretokenized_check import TextChecker
-    from .pretok import image
+    from .pretok import added, image
     from .symbols import MARKER
 
     delta, final = image.table(image.language(None, image.for_model(model)))
     texts: list[bytes | None] = [None] * model.vocab_size
     for i, s in model.model_items():
         texts[i] = s
-    splits, unmodelled = set(), {}
-    for a in model.added_tokens:
-        aid = a.get("id")
-        if isinstance(aid, int) and 0 <= aid < model.vocab_size:
-            texts[aid] = None
-            if any(a.get(k) for k in ("lstrip", "rstrip", "single_word")) or (a.get("normalized") and model.normalizer):
-                unmodelled[aid] = str(a.get("content"))  # a sequence holding it is refused by name
-            else:
-                splits.add(aid)
+    splits, unmodelled = added.splitting(model)
+    for aid in (*splits, *unmodelled):
+        texts[aid] = None
     return TextChecker(imp, delta, final, texts, splits, MARKER, unmodelled)
 
 
@@ -319,7 +355,9 @@ class Checker:
             if self.model.family == "wordpiece":
                 from .maxmatch import product
 
-                self._verdicts = MaxMatchVerdicts(product.checker(self.model))
+                from .pretok import added
+
+                self._verdicts = MaxMatchVerdicts(product.checker(self.model), *added.splitting(self.model))
             else:
                 from .bpe import implicit
 

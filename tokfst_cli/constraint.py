@@ -415,6 +415,7 @@ def load(path: str, tokenizer: TokenizerModel | str | None = None) -> Decoder:
         from .artifacts import parse_fst
 
         fst = parse_fst(data, path)  # the bytes already read: '-' (stdin) is read once
+        _same_tokenizer(fst, model, path)
         size = model.vocab_size if model is not None else _vocab_of(fst, path)
         return FstDecoder(fst, size, model)
     decoder = _index(data, path)
@@ -434,6 +435,17 @@ def lazy(tokenizer: TokenizerModel | str, pattern: str | None = None, *, schema:
 
     model = load_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer
     return lazy_mod.decoder(model, pattern, schema=schema, automaton=automaton, **schema_options)
+
+
+def _same_tokenizer(fst: pynini.Fst, model: TokenizerModel | None, path: str) -> None:
+    """Refuse an automaton whose token symbol table (``symbols.token_table_name``: it names the
+    tokenizer's fingerprint) is another tokenizer's; one without tokfst's table cannot be told."""
+    from .symbols import TOKEN_TABLE_PREFIX, token_table_name
+
+    table = fst.input_symbols()
+    name = table.name() if table is not None else ""
+    if model is not None and name.startswith(TOKEN_TABLE_PREFIX) and name != token_table_name(model):
+        raise InputError(f"{path} was built for another tokenizer", "rebuild it for this tokenizer")
 
 
 def _vocab_of(fst: pynini.Fst, path: str) -> int:

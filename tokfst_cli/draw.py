@@ -20,6 +20,7 @@ import pynini
 from . import lexicon
 from .errors import InputError, TokfstError
 from .maxmatch.taho import Tries, maxmatch_transducer
+from .progress import stage
 from .symbols import UNKSYM
 from .promote import promote
 from .regex import compile_regex
@@ -148,7 +149,8 @@ def render(dot_source: str, fmt: str) -> bytes:
     if fmt == "dot":
         return dot_source.encode("utf-8")
     try:
-        return graphviz.Source(dot_source).pipe(format=fmt)
+        with stage(f"Graphviz's dot ({fmt})"):
+            return graphviz.Source(dot_source).pipe(format=fmt)
     except graphviz.ExecutableNotFound:
         raise TokfstError("Graphviz's 'dot' program was not found on PATH",
                           "install Debian's graphviz package (apt-get install graphviz) or draw dot",

@@ -33,6 +33,8 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 GRACE = 1.0  # seconds a signalled child may take to stop by itself before it is killed
 MEMORY_SIGNALS = (signal.SIGABRT, signal.SIGKILL, signal.SIGSEGV, signal.SIGBUS)
 _POLL = 0.02  # seconds between two looks at the child
+MEMORY_EXIT = 127  # the child ran out of memory before it could say so (also glibc's loader's code then)
+RLIM_MAX = (1 << 63) - 1  # the largest resource limit setrlimit takes (a C long)
 
 
 class Interrupted(BaseException):
@@ -173,7 +175,7 @@ class _Board:
             seq, size, n = self._HEAD.unpack_from(self.mem, 0)
             name = bytes(self.mem[self._HEAD.size:self._HEAD.size + n]).decode("utf-8", "replace")
             if seq % 2 == 0 and self._HEAD.unpack_from(self.mem, 0)[0] == seq:
-                return (name if seq else None), (None if size < 0 else size)
+                return (name, None if size < 0 else size) if seq else (None, None)  # seq 0: nothing announced
             time.sleep(0.001)
         return None, None  # the child died while writing
 
@@ -276,7 +278,8 @@ def _child(fn: Callable[[], int], board: "_Board", max_memory: int | None, paren
                 _, hard = resource.getrlimit(resource.RLIMIT_AS)
                 cap = _address_space_cap(max_memory)
                 cap = cap if hard == resource.RLIM_INFINITY else min(cap, hard)
-                resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+                if cap < RLIM_MAX:  # past it (a limit of exabytes) nothing can be capped: none is needed
+                    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
                 _quiet_terminate()
             global _BOARD
             _BOARD = board
@@ -291,6 +294,8 @@ def _child(fn: Callable[[], int], board: "_Board", max_memory: int | None, paren
             os.write(2, f"{signal_line(e.signum)}\n".encode())
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except MemoryError:  # under the cap before fn could word it (or while it did): the parent words it
+        code = MEMORY_EXIT if max_memory else 1
     except BaseException:  # noqa: BLE001 - fn words its own errors; this is the last resort
         code = 1
     finally:
@@ -301,6 +306,27 @@ def _child(fn: Callable[[], int], board: "_Board", max_memory: int | None, paren
 
 
 # ---- the parent --------------------------------------------------------------------------------
+def _descendants(pid: int) -> list[int]:
+    """The processes below ``pid`` (read from Linux's /proc; none elsewhere), parents first."""
+    children: dict[int, list[int]] = {}
+    with contextlib.suppress(OSError):
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    with open(f"/proc/{entry}/stat", "rb") as f:
+                        fields = f.read().rsplit(b")", 1)[1].split()  # after "pid (comm)": state, ppid, ...
+                    children.setdefault(int(fields[1]), []).append(int(entry))
+                except (OSError, IndexError, ValueError):  # gone meanwhile
+                    continue
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), ()):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+
 def run(fn: Callable[[], int], timeout: float | None = None, max_memory: int | None = None,
         temp_dirs: Iterable[str] = (), grace: float = GRACE) -> Outcome:
     """Run ``fn`` (returning an exit code) in a forked child under the limits; see the module docstring.
@@ -346,8 +372,9 @@ def run(fn: Callable[[], int], timeout: float | None = None, max_memory: int | N
                 elif state["kill_at"] is not None and now >= state["kill_at"]:
                     state["killed"] = "signal"
                 if state["killed"]:
-                    with contextlib.suppress(OSError):
-                        os.kill(pid, signal.SIGKILL)
+                    for p in (*_descendants(pid), pid):  # its own children first (Graphviz's dot): no orphans
+                        with contextlib.suppress(OSError):
+                            os.kill(p, signal.SIGKILL)
             time.sleep(_POLL)
     finally:
         for s, handler in saved.items():
@@ -359,7 +386,7 @@ def run(fn: Callable[[], int], timeout: float | None = None, max_memory: int | N
                   peak_rss=usage.ru_maxrss * 1024, signum=state["signum"])
     if os.WIFEXITED(status):  # the child said what happened itself
         out.code = os.WEXITSTATUS(status)
-        if out.code == 127 and max_memory:  # glibc's loader gave up for lack of memory ("thread-local data")
+        if out.code == MEMORY_EXIT and max_memory:  # out of memory before fn could say so, or glibc's loader
             out.removed = tuple(remove_temp_files(pid, temp_dirs))
             out.code, out.reason = 3, "memory"
         return out

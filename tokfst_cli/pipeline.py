@@ -16,7 +16,7 @@ P   :func:`preprocess`: what the model sees of the text. BPE, canonical (pipelin
     (``pretok``), pre-tokens separated by ``symbols.MARKER``; a regex that can contain an
     added token's text is refused (``pretok.added``). WordPiece, canonical: HF's
     BertNormalizer + BertPreTokenizer, words separated by ``symbols.MARKER``, [UNK] words
-    marked (``maxmatch.wordtext``). Agnostic promotion and the model level read surfaces,
+    marked (``maxmatch.wordtext``); added tokens as for BPE. Agnostic promotion and the model level read surfaces,
     so P is the identity there.
 S   :func:`promote`: the tokenization-agnostic token acceptor MIN(PROJ(A o T)); over Y,
     S_M = MIN(PROJ(Y o T_M)) with the boundary kept as a label (``lexicon.marker_label``).
@@ -145,7 +145,9 @@ def preprocess(model: TokenizerModel, automaton: ByteAutomaton, canonical: bool 
     """P: the text as the model sees it (seed 001 Sec. 3.1); see the module docstring."""
     if canonical and model.family == "wordpiece":
         from .maxmatch.wordtext import text_automaton
+        from .pretok import added
 
+        added.check_wordpiece(model, automaton.fst)
         return text_automaton(model, automaton.fst, limits.max_states)
     if canonical and level == "pipeline":
         from .pretok import added, build, image

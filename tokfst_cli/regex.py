@@ -89,12 +89,52 @@ def expand_escapes(pattern: str) -> str:
     return _UNICODE_ESCAPE.sub(sub, pattern)
 
 
+# Syntax interegular reads otherwise than Python's re: a quantifier after a quantifier (re's
+# "multiple repeat", or 3.11's possessive a*+), atomic groups and comments, empty classes, braces.
+_SUSPECT = re.compile(r"[*+?}][*+{]|\(\?[>#]|\[\^?\]|\{")
+_REPEATS = ("POSSESSIVE_REPEAT", "ATOMIC_GROUP")
+
+
+def shown(pattern: str, limit: int = 80) -> str:
+    """The pattern as an error message quotes it: repr, cut to ``limit`` characters."""
+    text = repr(pattern)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _python_verdict(pattern: str) -> None:
+    """Python re's own parse of a pattern with :data:`_SUSPECT` syntax: what re rejects is an
+    invalid regex, and possessive quantifiers and atomic groups (which interegular would read as
+    ordinary ones) are refused by name, never approximated."""
+    try:
+        from re import _parser as sre  # Python 3.11+
+    except ImportError:  # pragma: no cover - Python 3.10
+        import sre_parse as sre
+    try:
+        tree = sre.parse(pattern)
+    except re.error as e:
+        raise InputError(f"invalid regex {shown(pattern)}: {e.msg} at position {e.pos}",
+                         "fix the pattern (Python re syntax)") from None
+    except RecursionError:
+        raise InputError(f"regex {shown(pattern)} nests too deeply", "simplify the pattern") from None
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (list, tuple)) or type(node).__name__ == "SubPattern":
+            todo.extend(node)
+        elif str(node) in _REPEATS:
+            what = "possessive quantifiers" if str(node) == _REPEATS[0] else "atomic groups (?>...)"
+            raise InputError(f"regex {shown(pattern)} uses {what}, which tokfst does not model",
+                             "write the quantifier or group without it") from None
+
+
 def parse(pattern: str) -> ip.Pattern:
     """interegular's parse tree, or a one-line InputError naming the problem."""
+    if _SUSPECT.search(pattern):
+        _python_verdict(pattern)
     try:
         return interegular.parse_pattern(expand_escapes(pattern))
     except ip.Unsupported as e:
-        raise InputError(f"regex {pattern!r} uses unsupported syntax: {e}",
+        raise InputError(f"regex {shown(pattern)} uses unsupported syntax: {e}",
                          "patterns match in full: drop anchors, backreferences and lookaround") from None
     except ip.InvalidSyntax:
         try:
@@ -102,9 +142,12 @@ def parse(pattern: str) -> ip.Pattern:
             why = "interegular cannot parse it"
         except re.error as e:
             why = f"{e.msg} at position {e.pos}"
-        raise InputError(f"invalid regex {pattern!r}: {why}", "fix the pattern (Python re syntax)") from None
+        raise InputError(f"invalid regex {shown(pattern)}: {why}", "fix the pattern (Python re syntax)") from None
+    except AttributeError as e:  # interegular's parser on a comment (?#...), which re allows
+        why = "comments (?#...) are not supported" if "(?#" in pattern else f"interegular cannot parse it: {e}"
+        raise InputError(f"regex {shown(pattern)}: {why}", "drop the comment, or simplify the pattern") from None
     except (ValueError, TypeError, KeyError, RecursionError) as e:
-        raise InputError(f"regex {pattern!r} cannot be compiled: {e}", "simplify the pattern") from None
+        raise InputError(f"regex {shown(pattern)} cannot be compiled: {e}", "simplify the pattern") from None
 
 
 def ranges_acceptor(ranges: Ranges) -> pynini.Fst:
@@ -153,7 +196,7 @@ def _refuse_lookaround(pattern: str, node) -> None:
     lookahead see past the end of the match), so it is refused rather than approximated."""
     if isinstance(node, ip._NonCapturing):
         kind = ("negative " if node.negate else "") + ("lookbehind" if node.backwards else "lookahead")
-        raise InputError(f"regex {pattern!r} uses unsupported syntax: {kind}",
+        raise InputError(f"regex {shown(pattern)} uses unsupported syntax: {kind}",
                          "patterns match in full: drop anchors, backreferences and lookaround")
     for child in getattr(node, "options", ()) or getattr(node, "parts", ()):
         _refuse_lookaround(pattern, child)
@@ -541,7 +584,7 @@ def _from_interegular_fsm(pattern: str, tree: ip.Pattern, max_states: int) -> py
     """interegular's character DFA, each class replaced by its byte-range acceptor."""
     fsm = tree.to_fsm()
     if len(fsm.states) > max_states:
-        raise LimitError(f"the character automaton of regex {pattern!r}", "max_states", max_states,
+        raise LimitError(f"the character automaton of regex {shown(pattern)}", "max_states", max_states,
                          len(fsm.states), remedy="simplify")
     members: dict[int, list[int]] = {}
     other = None
@@ -591,27 +634,30 @@ def compile_regex(pattern: str, max_states: int = 1_000_000, chain_check=None) -
     _refuse_lookaround(pattern, tree)
     flagged = _needs_interegular(tree)
     if flagged and special:
-        raise InputError(f"regex {pattern!r} combines inline flags with the groups {', '.join(g.name for g in special)}",
+        raise InputError(f"regex {shown(pattern)} combines inline flags with the groups {', '.join(g.name for g in special)}",
                          "drop the inline flags ((?i) ...) or the special groups")
     at_least = states_at_least(tree, chars_only=flagged)
     if at_least > max_states:
-        raise LimitError(f"the byte automaton of regex {pattern!r}", "max_states", max_states, at_least,
+        raise LimitError(f"the byte automaton of regex {shown(pattern)}", "max_states", max_states, at_least,
                          remedy="simplify", at_least=True)
     if flagged:
         try:
             nfa = _from_interegular_fsm(pattern, tree, max_states)
+        except ip.Unsupported as e:
+            raise InputError(f"regex {shown(pattern)} uses unsupported syntax: {e}",
+                             "drop the inline flag or construct") from None
         except (ValueError, TypeError, KeyError, RecursionError, NotImplementedError) as e:
-            raise InputError(f"regex {pattern!r} cannot be compiled: {e}", "simplify the pattern") from None
+            raise InputError(f"regex {shown(pattern)} cannot be compiled: {e}", "simplify the pattern") from None
     else:
         nfa = _Builder(pattern, max_states, chain_check=chain_check, root=_sole_repetition(tree),
                        groups=special).build(tree)
     f = determinize_bounded(nfa, max_states)
     if f.num_states() > max_states:
-        raise LimitError(f"the byte automaton of regex {pattern!r}", "max_states", max_states, remedy="simplify")
+        raise LimitError(f"the byte automaton of regex {shown(pattern)}", "max_states", max_states, remedy="simplify")
     f.connect().minimize()
     report(f.num_states())
     if f.start() == pynini.NO_STATE_ID or f.num_states() == 0:
-        raise EmptyLanguageError(f"regex {pattern!r} matches no string", "check the pattern")
+        raise EmptyLanguageError(f"regex {shown(pattern)} matches no string", "check the pattern")
     table = byte_table()
     for g in special:
         if g.name in TOKEN_GROUPS:

@@ -75,8 +75,12 @@ def text_byte_table() -> pynini.SymbolTable:
     return table
 
 
+TOKEN_TABLE_PREFIX = "tokfst-tokens-"
+
+
 def token_table_name(model: TokenizerModel) -> str:
-    return f"tokfst-tokens-{model.fingerprint[:16]}"
+    """The token symbol table's name: it carries the tokenizer's fingerprint (16 hex digits)."""
+    return f"{TOKEN_TABLE_PREFIX}{model.fingerprint[:16]}"
 
 
 def token_table(model: TokenizerModel) -> pynini.SymbolTable:

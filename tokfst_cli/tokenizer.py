@@ -8,9 +8,13 @@ word-internal. Added and special tokens have no surface and stay out of every au
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import re
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -293,6 +297,43 @@ def _check_fields(data: dict, m: dict, kind: str, source: str) -> None:
     _check_components(data, source)
 
 
+def _hf_refusal(spec: dict) -> str | None:
+    """Why Hugging Face's parser refuses ``spec`` (its first line), None when it loads it. A Rust
+    panic (a malformed Precompiled charsmap) is caught as the refusal it is: HF raises it as a
+    BaseException, and its message, which Rust prints itself, is held off the user's stderr."""
+    import tokenizers
+
+    try:
+        with _native_stderr_held():
+            tokenizers.Tokenizer.from_str(json.dumps(spec))
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as e:  # noqa: BLE001 - pyo3's PanicException is not an Exception
+        text = str(e).splitlines()[0] if str(e) else type(e).__name__
+        return re.sub(r" at line \d+ column \d+$", "", text)
+    return None
+
+
+@contextlib.contextmanager
+def _native_stderr_held() -> Iterator[None]:
+    """File descriptor 2 pointed at a discarded temporary file for the duration (what native code
+    prints there, not Python's sys.stderr)."""
+    try:
+        saved = os.dup(2)
+    except OSError:  # no descriptor 2 at all: nothing to hold
+        yield
+        return
+    try:
+        with tempfile.TemporaryFile() as sink:
+            os.dup2(sink.fileno(), 2)
+            try:
+                yield
+            finally:
+                os.dup2(saved, 2)
+    finally:
+        os.close(saved)
+
+
 def _check_components(data: dict, source: str) -> None:
     """Let Hugging Face's parser judge the pipeline components and added tokens (a stub tokenizer)."""
     import tokenizers
@@ -301,23 +342,17 @@ def _check_components(data: dict, source: str) -> None:
             **{p: data.get(p) for p in COMPONENTS},
             "model": {"type": "WordLevel", "vocab": {"a": 0}, "unk_token": "a"}}
     frame = {k: data[k] for k in ("version", "truncation", "padding") if k in data}
-    try:
-        tokenizers.Tokenizer.from_str(json.dumps({**spec, **frame}))
-        return
-    except Exception:  # noqa: BLE001 - name the part below
-        pass
     whole = {**spec, **frame}
+    if _hf_refusal(whole) is None:
+        return
     for part in (*COMPONENTS, "added_tokens", *frame):
-        single = {**spec, **{p: None for p in COMPONENTS}, "added_tokens": [], part: whole[part]}
-        try:
-            tokenizers.Tokenizer.from_str(json.dumps(single))
-        except Exception as e:  # noqa: BLE001
-            msg = re.sub(r" at line \d+ column \d+$", "", str(e).splitlines()[0] if str(e) else type(e).__name__)
+        msg = _hf_refusal({**spec, **{p: None for p in COMPONENTS}, "added_tokens": [], part: whole[part]})
+        if msg is not None:
             types = ", ".join(sorted(_types(whole[part]))) if part in COMPONENTS else ""
             what = part.replace("_", "-").replace("added-tokens", "added tokens")
             raise InputError(f"{source}: Hugging Face's tokenizers {tokenizers.__version__} cannot read the {what}"
                              + (f" ({types})" if types else "") + f": {msg[:120]}",
-                             "give a tokenizer.json that Hugging Face's tokenizers loads") from None
+                             "give a tokenizer.json that Hugging Face's tokenizers loads")
     raise InputError(f"{source}: Hugging Face's tokenizers cannot read its components",
                      "give a tokenizer.json that Hugging Face's tokenizers loads")
 

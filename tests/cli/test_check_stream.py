@@ -4,7 +4,9 @@ The reference is a copy of the command as it was before streaming (read all line
 check all, report), run on the same input; the new command runs in process with small chunks
 and read blocks, so that lines, multi-byte characters and CR LF pairs straddle them. One
 deliberate difference: an empty line for a BPE tokenizer is canonical (the empty sequence, as
-``ImplicitBpe.first_violation`` says) where ``check_batch`` used to crash.
+``ImplicitBpe.first_violation`` says) where ``check_batch`` used to crash. A second: WordPiece
+added tokens ([CLS], [MASK], ...) stand between text segments, each checked on its own, as HF
+splits them out of the text; the reference checks one sequence at a time, uncached.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from tokfst_cli.cli.common import read_text
 from tokfst_cli.cli.errors import word
 from tokfst_cli.errors import InputError
 from tokfst_cli.maxmatch import product
+from tokfst_cli.pretok import added
 from tokfst_cli.reference import HfReference
 from tokfst_cli.symbols import escape, unescape
 
@@ -59,12 +62,12 @@ def old_check(model, imp, kind: str, text: str, json_out: bool) -> tuple[str, in
     """(stdout, exit code, stderr line) of the old command."""
     ref = HfReference(model)
     try:
-        seqs = [old_parse(model, kind, ref, line, n) for n, line in enumerate(text.splitlines(), 1)]
+        seqs = [old_parse(model, kind, ref, line, n) for n, line in enumerate(text_lines(text), 1)]
     except InputError as e:
         return "", 2, f"tokfst: error: {word(e)}"
     if model.family == "wordpiece":
-        checker = product.checker(model)
-        verdicts = [checker.first_violation(seq) for seq in seqs]
+        segments = check.MaxMatchVerdicts(product.checker(model), *added.splitting(model))  # second difference
+        verdicts = [segments._uncached(seq) for seq in seqs]
     else:
         done = iter(imp.check_batch([s for s in seqs if s]) if any(seqs) else [])
         verdicts = [next(done) if s else None for s in seqs]
@@ -199,15 +202,24 @@ def test_empty_input_still_checks_the_tokenizer(tmp_path, tokenizer):
 SEPARATORS = ["\n", "\r\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
 
 
+def text_lines(text: str) -> list[str]:
+    """The oracle: the lines Python's io gives with '\\n' as the only line ending, each without
+    its '\\n' or a CR LF's '\\r'."""
+    return [x[:-2] if x.endswith("\r\n") else x[:-1] if x.endswith("\n") else x
+            for x in io.StringIO(text, newline="\n")]
+
+
 @settings(max_examples=200, deadline=None)
 @given(parts=st.lists(st.sampled_from(["a", "bc", "é", "中", "😀", " ", *SEPARATORS]), max_size=40),
        block=st.integers(1, 9), chunk=st.integers(1, 4))
-def test_lines_as_splitlines(tmp_path_factory, parts, block, chunk):
+def test_lines_end_at_line_feeds_only(tmp_path_factory, parts, block, chunk):
+    """A line ends at '\\n' (a CR LF's '\\r' dropped); \\v, \\f, U+2028, a lone '\\r' ... are text
+    (``str.splitlines`` would split there, and the verdicts would no longer be the input's lines)."""
     path = tmp_path_factory.mktemp("lines") / "in.txt"
     path.write_bytes("".join(parts).encode("utf-8"))
     got = list(check.read_chunks(str(path), chunk, block))
     assert all(len(c) == chunk for c in got[:-1]) and all(0 < len(c) <= chunk for c in got)
-    assert [x for c in got for x in c] == read_text(str(path)).splitlines()
+    assert [x for c in got for x in c] == text_lines(path.read_bytes().decode("utf-8"))
 
 
 BAD = [b"ok\n\xff", b"abc\xe4\xb8", b"\xe4\x41zz", b"line\n\xed\xa0\x80x", b"\xf0\x9f\x98", b"12\n" * 40 + b"\xc3(",

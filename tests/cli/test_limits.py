@@ -313,6 +313,17 @@ def test_a_signal_ignored_at_start_stays_ignored(env, tmp_path, signum):
     assert sorted(x.name for x in tmp_path.iterdir()) == ["out.fst"]
 
 
+@pytest.mark.parametrize("size", ["1M", "20M"])
+def test_a_memory_limit_below_what_the_start_needs_is_the_limit(env, size):
+    r = tokfst("--max-memory", size, "canonical-check", "gpt2", env=env, stdin="464\n")
+    assert r.rc == 3 and len(r.err_lines) == 1 and f"needed more than --max-memory {size}" in r.stderr, r.stderr
+
+
+def test_a_memory_limit_past_what_can_be_capped_is_no_limit(env):
+    r = tokfst("--max-memory", "9999999T", "canonical-check", "gpt2", env=env, stdin="464\n")
+    assert r.rc == 0 and r.stdout.startswith("canonical"), r.stderr
+
+
 def test_guard_keeps_pipes_and_exit_codes(env, tmp_path):
     r = tokfst("--timeout", "60", "canonical-check", "gpt2", env=env, stdin="464 3290\n")
     assert r.rc == 0 and r.stdout.startswith("canonical")

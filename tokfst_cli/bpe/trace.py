@@ -54,7 +54,8 @@ class MergeTable:
         pairs = np.array(hf.model.merges, np.int64).reshape(n, 2)
         keys = pairs[:, 0] * self.v + pairs[:, 1]
         order = np.argsort(keys, kind="stable")
-        last = np.r_[keys[order][1:] != keys[order][:-1], True]  # a repeated pair keeps its last rank
+        last = np.ones(n, bool)  # a repeated pair keeps its last rank
+        last[:-1] = keys[order][1:] != keys[order][:-1]
         order = order[last]
         self.keys, self.rank = keys[order], order.astype(np.int64)
         self.new = np.array(hf.new_ids, np.int64).reshape(n)[order]

@@ -10,7 +10,7 @@ import traceback
 from typing import Optional
 
 import typer
-from typer._click.exceptions import ClickException  # typer 0.29 vendors click (pinned in pyproject.toml)
+from typer._click.exceptions import ClickException, UsageError  # typer 0.29 vendors click (pinned in pyproject.toml)
 
 from .. import __version__, guard, progress, signal_line
 from ..artifacts import cache_dir
@@ -237,6 +237,11 @@ def _run() -> int:
     except typer.Abort:
         OUT.say(signal_line(signal.SIGINT))
         return 128 + signal.SIGINT
+    except UsageError as e:  # one line, as every other error: the problem, then where the usage is
+        where = e.ctx.command_path if e.ctx is not None else "tokfst"
+        msg = e.format_message().rstrip(".")
+        OUT.say(f"tokfst: error: {msg}" + (" See" if msg.endswith("?") else "; see") + f" '{where} -h'")
+        return e.exit_code
     except ClickException as e:
         e.show()
         return e.exit_code

@@ -29,6 +29,25 @@ LEVEL_HELP = ("BPE, canonical: pipeline (default): what encode(text, add_special
 LevelOpt = typer.Option(Level.pipeline, "--level", help=LEVEL_HELP)
 
 
+_AUTOMATON_HEADS = ((2125659606).to_bytes(4, "little"), b"TOKFST")  # OpenFst's magic number; tokfst's artifacts
+
+
+def out_not_an_automaton(out: str | None) -> None:
+    """With -e/-f/--vocab the one positional is OUT. A command whose output is never an automaton
+    (a drawing, a report) refuses an OUT that names an existing OpenFst file or tokfst artifact:
+    whoever wrote it meant IN, and writing would destroy it."""
+    if out in (None, "-") or not Path(out).is_file():
+        return
+    try:
+        with open(out, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return
+    if head.startswith(_AUTOMATON_HEADS) or (head.lstrip().startswith(b"{") and b'"tokfst-' in head):
+        raise InputError(f"{out} is an automaton, and with -e, -f or --vocab the one path is OUT, which would "
+                         "overwrite it", "give a new OUT path, or drop -e/-f/--vocab to read it as IN")
+
+
 def read_pattern(regex: str | None, regex_file: str | None) -> str:
     """The pattern from -e, or from -f FILE ('-' = stdin; one trailing newline dropped)."""
     if (regex is None) == (regex_file is None):
@@ -46,11 +65,17 @@ def read_pattern(regex: str | None, regex_file: str | None) -> str:
 
 
 def read_text(src: str | None, what: str = "") -> str:
-    """UTF-8 text from a file, or stdin for None or '-'."""
+    """UTF-8 text from a file, or stdin for None or '-' (its bytes read as UTF-8 whatever the
+    locale's encoding: text that is not UTF-8 is refused, never passed on as surrogates)."""
+    stdin = src in (None, "-")
+    name = ("stdin" if stdin else src) if not what else f"{what} from stdin" if stdin else f"{what} {src}"
     try:
-        return sys.stdin.read() if src in (None, "-") else Path(src).read_text(encoding="utf-8")
+        if stdin:
+            raw = getattr(sys.stdin, "buffer", None)
+            return sys.stdin.read() if raw is None else raw.read().decode("utf-8")
+        with open(src, encoding="utf-8", newline="") as f:  # the text as it is: no '\r' made a '\n'
+            return f.read()
     except (OSError, UnicodeDecodeError) as e:
-        name = f"{what} {src}" if what else src
         raise InputError(f"cannot read {name}: {getattr(e, 'strerror', None) or e}",
                          "give a readable UTF-8 file") from None
 

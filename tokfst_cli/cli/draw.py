@@ -12,6 +12,7 @@ from .. import draw
 from ..artifacts import read_fst
 from ..errors import InputError
 from ..regex import compile_regex
+from .common import out_not_an_automaton
 from .output import OUT
 
 
@@ -28,6 +29,7 @@ def _split_paths(paths: list[str], built: bool) -> tuple[str | None, str | None]
         if len(paths) > 1:
             raise InputError(f"with -e or --vocab, give at most OUT, not {len(paths)} paths",
                              "drop IN, or drop -e/--vocab to draw IN")
+        out_not_an_automaton(paths[0] if paths else None)
         return None, paths[0] if paths else None
     if not paths:
         raise InputError("nothing to draw", "give IN (an .fst file, '-' = stdin), -e REGEX or --vocab PIECES")

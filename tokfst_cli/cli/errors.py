@@ -48,7 +48,7 @@ REMEDIES = {
     "simplify": "simplify the regex or schema, or raise {flag}",
     "factorized": "write the factorized form with --format index, or raise {flag}",
     "product": "use --method product with --format index (the factorized form), or raise {flag}",
-    "implicit": "use --form implicit or raise {flag}",
+    "implicit": "use the implicit form (compile-bpe --form implicit, promote --method implicit) or raise {flag}",
     "vocabulary": "raise {flag} or use a smaller vocabulary",
     "lower": "lower {flag}",
     "table": "simplify the regex or schema: the factorized form's co-reachability table holds a bit per state "
@@ -79,6 +79,7 @@ HINTS = {
     "gadgets-level": "add --level model, or use --method implicit",
     "precomputed-ignore-merges": "use --method implicit, or --level model",
     "added-token": "exclude that text from the regex, or use --level model",
+    "added-token-normalized": "mark it \"normalized\": false in the tokenizer.json, or drop --canonical",
     "unmodelled-added-token": "check sequences without it, or use --level model",
     "normalizer-domain": "restrict the regex to {normalizer}-normalized text, or use --level model",
     "level": "use --level pipeline or --level model",

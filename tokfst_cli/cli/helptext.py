@@ -180,9 +180,13 @@ WordPiece: canonical when HF's tokenizer (normalizer, pre-tokenizer, WordPiece, 
 special tokens) produces it for some text: every piece the longest match of its kind,
 no ## piece at a word start, words that the normalizer and pre-tokenizer can produce
 (e.g. no upper case for an uncased model, no punctuation inside a word), at most
-max_input_chars_per_word characters per word, [UNK] alone as a word.
+max_input_chars_per_word characters per word, [UNK] alone as a word; an added token
+([CLS], [MASK], ...: HF splits them out of the text) stands between complete text
+segments, each checked on its own. Added tokens that strip spaces, match single words
+or match normalized text are not modelled: a sequence holding one is refused (exit 2).
 
-Each input line is one
+Each input line (UTF-8; a line ends at a line feed, a CR LF counts as one, and \\v,
+\\f or U+2028 are text of the line) is one
 sequence: space-separated token ids (--input ids), token names with the escapes of
 fstprint/symbol files (--input tokens), or raw text (--input text: reports its canonical
 tokenization, HF's encode, and checks it). Input is read and checked in chunks of 4,096 lines (memory stays flat); a

@@ -10,7 +10,7 @@ import typer
 from .. import constraint, counting, inspection, pipeline
 from .. import tokenizer as tokmod
 from ..errors import InputError
-from .common import MaxStates, Tokenizer, read_pattern
+from .common import MaxStates, Tokenizer, out_not_an_automaton, read_pattern
 from .count import MaxArcs
 from .output import OUT
 
@@ -63,6 +63,7 @@ def inspect_cmd(
         if artifact is not None and out is not None:
             raise InputError("give ARTIFACT or a regex (-e, -f), not both", "drop one of them")
         pattern, out = read_pattern(regex, regex_file), out if out is not None else artifact
+        out_not_an_automaton(out)
         with OUT.progress("loading tokenizer"):
             model = tokmod.load(tokenizer)
         with OUT.progress("inspecting"):

@@ -16,13 +16,31 @@ from ..tokenizer import TokenizerModel
 
 
 class AddedTokenInLanguage(InputError):
-    """The regex's language contains the text of an added token, which HF would split out."""
+    """The regex's language contains the text of an added token, which HF would split out
+    (``model_level``: the fix may name the model level, which BPE has and WordPiece has not)."""
 
-    def __init__(self, content: str):
+    def __init__(self, content: str, model_level: bool = True):
         super().__init__(f"the regex can match text containing the added token {content!r}, which the tokenizer "
                          "splits out before preprocessing",
-                         "exclude that text from the regex, or use the model level", hint="added-token",
-                         content=content)
+                         "exclude that text from the regex" + (", or use the model level" if model_level else ""),
+                         hint="added-token" if model_level else None, content=content)
+
+
+def splitting(model: TokenizerModel) -> tuple[set[int], dict[int, str]]:
+    """(the added tokens HF splits out of the raw text as they are, the others: id -> content).
+    A split token is a segment of its own between complete text segments; the others strip
+    spaces around them, match single words only, or match normalized text, which a checker of
+    token sequences does not model (it refuses a sequence that holds one, by name)."""
+    splits: set[int] = set()
+    unmodelled: dict[int, str] = {}
+    for a in model.added_tokens:
+        aid = a.get("id")
+        if isinstance(aid, int) and 0 <= aid < model.vocab_size:
+            if any(a.get(k) for k in ("lstrip", "rstrip", "single_word")) or (a.get("normalized") and model.normalizer):
+                unmodelled[aid] = str(a.get("content"))
+            else:
+                splits.add(aid)
+    return splits, unmodelled
 
 
 def contents(model: TokenizerModel, normalized: bool) -> list[str]:
@@ -36,7 +54,7 @@ def _containing(texts: list[str]) -> pynini.Fst:
     return pynini.concat(pynini.concat(sigma, words), sigma.copy())
 
 
-def check(model: TokenizerModel, a: pynini.Fst, normalizer: pynini.Fst | None = None) -> None:
+def check(model: TokenizerModel, a: pynini.Fst, normalizer: pynini.Fst | None = None, model_level: bool = True) -> None:
     """AddedTokenInLanguage when some string of L(a) (raw, or normalized by ``normalizer`` for
     ``normalized: true`` tokens) contains an added token's content."""
     for normalized in (False, True):
@@ -51,4 +69,16 @@ def check(model: TokenizerModel, a: pynini.Fst, normalizer: pynini.Fst | None = 
             found = pynini.shortestpath(hits).rmepsilon().topsort()
             raw = bytes(arc.ilabel - 1 for s in found.states() for arc in found.arcs(s) if 0 < arc.ilabel <= 256)
             text = raw.decode("utf-8", "replace")
-            raise AddedTokenInLanguage(next((t for t in texts if t in text), texts[0]))
+            raise AddedTokenInLanguage(next((t for t in texts if t in text), texts[0]), model_level)
+
+
+def check_wordpiece(model: TokenizerModel, a: pynini.Fst) -> None:
+    """:func:`check` for canonical WordPiece, whose P has no normalizer of its own to compose
+    with: added tokens matched on normalized text are refused by name, not checked on raw text."""
+    normalized = contents(model, True)
+    if normalized and model.normalizer:
+        raise InputError(f"{model.source}: the added token {normalized[0]!r} is matched on normalized text, which "
+                         "canonical WordPiece does not model",
+                         "mark it \"normalized\": false in the tokenizer.json, or promote without the canonical filter",
+                         hint="added-token-normalized", content=normalized[0])
+    check(model, a, model_level=False)
