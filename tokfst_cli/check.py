@@ -354,7 +354,6 @@ class Checker:
         if self._verdicts is None:
             if self.model.family == "wordpiece":
                 from .maxmatch import product
-
                 from .pretok import added
 
                 self._verdicts = MaxMatchVerdicts(product.checker(self.model), *added.splitting(self.model))

@@ -28,13 +28,13 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 import numpy as np
 import pynini
 
-from .artifacts import FstArrays, fst_arrays, read_artifact
+from .artifacts import FST_MAGIC, FstArrays, fst_arrays, read_artifact
 from .errors import DisallowedTokenError, InputError
 from .healing import Healing
 from .matcher import Steps, pack
 from .tokenizer import TokenizerModel
 
-_OPENFST_MAGIC = (2125659606).to_bytes(4, "little")
+_OPENFST_MAGIC = FST_MAGIC.to_bytes(4, "little")
 BITMASK_BUDGET = 64 << 20  # bytes of packed bitmasks made at load
 LIST_MAX = 1 << 18  # entries of a per-state table kept as a Python list (else read through a memoryview)
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import typer
 
+from ..artifacts import FST_MAGIC
 from ..errors import InputError
 
 STATE = {"debug": False}
@@ -29,7 +30,7 @@ LEVEL_HELP = ("BPE, canonical: pipeline (default): what encode(text, add_special
 LevelOpt = typer.Option(Level.pipeline, "--level", help=LEVEL_HELP)
 
 
-_AUTOMATON_HEADS = ((2125659606).to_bytes(4, "little"), b"TOKFST")  # OpenFst's magic number; tokfst's artifacts
+_AUTOMATON_HEADS = (FST_MAGIC.to_bytes(4, "little"), b"TOKFST")  # OpenFst's magic number; tokfst's artifacts
 
 
 def out_not_an_automaton(out: str | None) -> None:
