@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 REGEX  ?= [0-9]{4}-[0-9]{2}-[0-9]{2}
 
-.PHONY: setup system-deps demo test bench docs docs-check clean
+.PHONY: setup system-deps demo test test-thorough lint bench docs docs-check clean
 
 setup: system-deps $(BIN)/.installed
 
@@ -40,16 +40,23 @@ demo: setup
 	fstinfo artifacts/date.fst | head -8
 	@ls -l artifacts/
 
-# Two workers (pytest-xdist; the machine has 2 cores), then the tests that assert how long a limit
-# takes to act (marker `wallclock`) on their own, two at a time: no heavy test of the first part
-# runs beside them to eat their margins.
+# ruff first (seconds), then two workers (pytest-xdist; the machine has 2 cores), then the tests
+# that assert how long a limit takes to act (marker `wallclock`) on their own, two at a time: no
+# heavy test of the first part runs beside them to eat their margins. Property tests run at the
+# "quick" Hypothesis budget (tests/conftest.py); `make test-thorough` runs their full budgets.
 # compileall: tokfst's own bytecode, written once. pip compiles the dependencies at install, but
 # not an editable project, and where PYTHONDONTWRITEBYTECODE is set (as on these machines) every
 # `tokfst` process the tests start would compile tokfst_cli again (about 0.15 s each).
-test: system-deps $(BIN)/.installed-hf
+test: system-deps $(BIN)/.installed-hf lint
 	$(BIN)/python -m compileall -q tokfst_cli >/dev/null
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m 'not wallclock'
 	$(BIN)/python -m pytest -q -n 2 --dist load -m wallclock
+
+test-thorough: system-deps $(BIN)/.installed-hf lint
+	TOKFST_TEST_PROFILE=thorough TOKFST_BATTERY=full $(BIN)/python -m pytest -q -n 2 --dist loadfile
+
+lint: $(BIN)/.installed
+	$(BIN)/ruff check tokfst_cli tokfst tests scripts
 
 # Every `tokfst bench` mode (about an hour): promote, canonical BPE and MaxMatch on the real
 # tokenizers (a few minutes), then the paper's tables and the peer comparison (`all`), whose

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Generate the shell completions, the man page and README's generated blocks from the code.
+"""Generate the shell completions, the man page and the docs' generated blocks from the code.
 
-    python scripts/gen_docs.py           # (re)write completions/*, man/tokfst.1, README blocks
+    python scripts/gen_docs.py           # (re)write completions/*, man/tokfst.1, the docs' blocks
     python scripts/gen_docs.py --check   # exit 1, naming the stale files, if any differ
 
 Completions: the installed ``tokfst`` prints typer's completion scripts when run with
@@ -9,17 +9,19 @@ Completions: the installed ``tokfst`` prints typer's completion scripts when run
 typer's own templates). They only call back into ``tokfst`` (found on ``$PATH``) at completion
 time, so they stay correct when options change; they embed no paths.
 
-README.md: the blocks between ``<!-- BEGIN generated: NAME -->`` and ``<!-- END generated: NAME -->``
-are rendered from the code: ``modules`` is the module table (stage, module, the first paragraph of
-its docstring), ``tests`` the count of test files and test functions per directory of tests/,
-``exit-codes`` the exit-code table (``tokfst_cli.cli.errors.EXIT_CODES``, also the man page's EXIT
-STATUS and ``tokfst --help``).
+Docs: the blocks between ``<!-- BEGIN generated: NAME -->`` and ``<!-- END generated: NAME -->``
+are rendered from the code (``DOC_BLOCKS`` says which file holds which): ``modules`` in
+docs/architecture.md is the module table (layer, i.e. the first path component under tokfst_cli/,
+bottom first; module; the first paragraph of its docstring), ``tests`` in docs/testing.md the count
+of test files and test functions per directory of tests/, ``exit-codes`` in docs/cli.md the
+exit-code table (``tokfst_cli.cli.errors.EXIT_CODES``, also the man page's EXIT STATUS and
+``tokfst --help``).
 
 Man page: ``man/tokfst.1`` is rendered from the click command tree of ``tokfst_cli.cli.app``
-(``typer.main.get_command``): every visible command in registration order with its usage line,
+(``typer.main.get_command`` of ``tokfst_cli.cli.app.app``): every visible command in registration order with its usage line,
 its full help text and its arguments and options, plus the fixed sections (exit status,
 environment, files, see also). The output is deterministic: no dates; the version comes from
-``tokfst_cli.__version__``. typer's ``--install-completion``/``--show-completion`` are listed
+``tokfst_cli.support.meta.__version__``. typer's ``--install-completion``/``--show-completion`` are listed
 with the other global options, as ``tokfst --help`` does.
 """
 
@@ -169,7 +171,7 @@ def command_tree():
     import typer
     from typer._click import Context
 
-    from tokfst_cli.cli import app
+    from tokfst_cli.cli.app import app
 
     group = typer.main.get_command(app)
     ctx = Context(group, info_name=PROG, **group.context_settings)
@@ -323,14 +325,14 @@ def exit_status_entries() -> list[str]:
 
 
 def render_exit_codes() -> str:
-    """README's exit-code table (Conventions)."""
+    """The exit-code table of docs/cli.md (Conventions)."""
     lines = ["| exit | meaning |", "| --- | --- |"]
     lines += [f"| {code} | {meaning.replace('|', '/')} |" for code, _, meaning in exit_codes()]
     return "\n".join(lines)
 
 
 def render_man(group=None, ctx=None) -> str:
-    from tokfst_cli import __version__
+    from tokfst_cli.support.meta import __version__
 
     if group is None:
         group, ctx = command_tree()
@@ -407,11 +409,22 @@ def render_man(group=None, ctx=None) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# README blocks: the module table and the test counts, read off the code
+# Generated blocks in the docs: the module table, the test counts and the exit codes, read off the code
 
 
-README = "README.md"
-STAGE_ORDER = ["Stage A", "Stage P", "Stage S", "Stages S+C", "Stage C"]
+# Each file holds the blocks named here, between <!-- BEGIN generated: NAME ... --> and <!-- END generated: NAME -->.
+DOC_BLOCKS = {
+    "docs/architecture.md": ("modules",),
+    "docs/testing.md": ("tests",),
+    "docs/cli.md": ("exit-codes",),
+}
+# The layers of tokfst_cli, bottom first (tests/test_architecture.py enforces them): a module's layer
+# is its first path component under tokfst_cli/; top-level modules are their own layer.
+LAYERS = ["errors", "compat", "support", "tokenizer", "automata", "decoding", "text", "schema", "pretok",
+          "filters", "promotion", "bpe", "maxmatch", "constraint", "pipeline", "analysis", "bench", "cli",
+          "__init__"]
+LAYER_NOTES = {"text": "Stage A", "schema": "Stage A", "pretok": "Stage P", "promotion": "Stage S",
+               "bpe": "Stage C", "maxmatch": "Stage C", "filters": "filters"}
 
 
 def _docstring(path: Path) -> str:
@@ -426,28 +439,25 @@ def _first_sentence(doc: str) -> str:
 
 
 def module_rows(package: Path | None = None) -> list[tuple[str, str, str]]:
-    """(stage, module, summary) for every module of tokfst_cli, pipeline order then shared."""
+    """(layer, module, summary) for every module of tokfst_cli, grouped by layer, bottom first."""
     package = package or ROOT / "tokfst_cli"
     rows = []
     for path in sorted(package.rglob("*.py")):
         rel = path.relative_to(package)
         if "__pycache__" in rel.parts or path.name == "__main__.py":
             continue
-        doc = _first_sentence(_docstring(path))
-        stage = next((st for st in sorted(STAGE_ORDER, key=len, reverse=True) if doc.startswith(st)), "")
-        name = str(rel.with_suffix("")).replace("/__init__", "/").replace("__init__", "tokfst_cli")
-        area = rel.parts[0] if len(rel.parts) > 1 else ""
-        rows.append((stage, area, name, doc))
-    rank = {st: i for i, st in enumerate(STAGE_ORDER)}
-    areas = {"": 0, "bpe": 1, "maxmatch": 2, "bench": 3, "cli": 4}
-    rows.sort(key=lambda r: (rank.get(r[0], len(rank)), areas.get(r[1], 9), r[2]))
-    return [(st or ("command line" if area == "cli" else "bench" if area == "bench" else "shared"), name, doc)
-            for st, area, name, doc in rows]
+        layer = rel.parts[0].removesuffix(".py")
+        name = "tokfst_cli" if rel == Path("__init__.py") else str(rel.with_suffix("")).replace("/__init__", "/")
+        rows.append((layer, name, _first_sentence(_docstring(path))))
+    rank = {layer: i for i, layer in enumerate(LAYERS)}
+    rows.sort(key=lambda r: (rank.get(r[0], len(rank)), r[1] != f"{r[0]}/", r[1]))
+    return [(("" if layer == "__init__" else layer) + (f" ({LAYER_NOTES[layer]})" if layer in LAYER_NOTES else ""),
+             name, doc) for layer, name, doc in rows]
 
 
 def render_modules() -> str:
-    lines = ["| stage | module | what it is (its docstring) |", "| --- | --- | --- |"]
-    lines += [f"| {stage} | `{name}` | {doc} |" for stage, name, doc in module_rows()]
+    lines = ["| layer | module | what it is (its docstring) |", "| --- | --- | --- |"]
+    lines += [f"| {layer or 'facade'} | `{name}` | {doc} |" for layer, name, doc in module_rows()]
     return "\n".join(lines)
 
 
@@ -478,16 +488,29 @@ def render_tests() -> str:
 BLOCKS = {"modules": render_modules, "tests": render_tests, "exit-codes": render_exit_codes}
 
 
-def render_readme(text: str) -> str:
-    """README.md with every ``<!-- BEGIN generated: NAME -->`` block rendered afresh."""
+def render_blocks(text: str, names=tuple(BLOCKS), where: str = "README.md") -> str:
+    """``text`` with each named ``<!-- BEGIN generated: NAME -->`` block rendered afresh."""
     import re
 
-    for name, render in BLOCKS.items():
-        pattern = re.compile(rf"(<!-- BEGIN generated: {name} [^>]*-->\n)(?:.*?\n)?(<!-- END generated: {name} -->)", re.S)
+    for name in names:
+        render = BLOCKS[name]
+        pattern = re.compile(rf"(<!-- BEGIN generated: {name} [^>]*-->\n)(?:.*?\n)?"
+                             rf"(<!-- END generated: {name} -->)", re.S)
         if not pattern.search(text):
-            raise SystemExit(f"gen_docs: README.md has no generated block {name!r}")
+            raise SystemExit(f"gen_docs: {where} has no generated block {name!r}")
         text = pattern.sub(lambda m: m.group(1) + render() + "\n" + m.group(2), text)
     return text
+
+
+def render_docs() -> dict[str, str]:
+    """Every docs file of DOC_BLOCKS with its blocks rendered afresh: path -> text."""
+    out = {}
+    for rel, names in DOC_BLOCKS.items():
+        path = ROOT / rel
+        if not path.exists():
+            raise SystemExit(f"gen_docs: {rel} is missing (it holds the generated blocks {', '.join(names)})")
+        out[rel] = render_blocks(path.read_text(encoding="utf-8"), names, rel)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -497,7 +520,7 @@ def render_all() -> dict[str, str]:
     """Every generated file: path relative to the repository root -> text."""
     files = {path: completion_script(shell) for path, shell in COMPLETIONS.items()}
     files[MAN_PAGE] = render_man()
-    files[README] = render_readme((ROOT / README).read_text(encoding="utf-8"))
+    files.update(render_docs())
     return files
 
 

@@ -27,13 +27,15 @@ import pytest
 from hypothesis import HealthCheck, settings
 from tokenizers import Tokenizer
 
-from tokfst_cli import lexicon, tokenizer as tokmod
-from tokfst_cli.tokenizer import TokenizerModel
+import tokfst_cli
+from tokfst_cli.promotion import lexicon
+from tokfst_cli.tokenizer import model as tokmod
+from tokfst_cli.tokenizer.model import TokenizerModel
 
 from .runner import COLOR_VARS
 
 DATA = Path(__file__).parent / "data"
-PACKAGE_DATA = Path(tokmod.__file__).parent / "data"
+PACKAGE_DATA = Path(tokfst_cli.__file__).parent / "data"
 TOKENIZERS = {
     "gpt2": PACKAGE_DATA / "gpt2.json",  # bundled with the package; not copied twice
     "llama2": DATA / "llama2.json",
@@ -65,6 +67,30 @@ def _private_cache(tmp_path_factory):
         shared.mkdir(exist_ok=True)
     os.environ["TOKFST_CACHE"] = str(shared or tmp_path_factory.mktemp("cache"))
     yield
+
+
+# Hypothesis budgets: `make test` runs every property test at a fraction of the examples its
+# @settings names (at least MIN_EXAMPLES), sized so the suite stays within its time budget;
+# TOKFST_TEST_PROFILE=thorough (`make test-thorough`) runs them in full.
+PROFILE = os.environ.get("TOKFST_TEST_PROFILE", "quick")
+SCALE = {"quick": 0.4, "thorough": 1.0}[PROFILE]
+MIN_EXAMPLES = 5
+
+
+def pytest_collection_modifyitems(config, items):
+    if SCALE == 1.0:
+        return
+    seen = set()
+    for item in items:
+        fn = getattr(getattr(item, "obj", None), "__func__", getattr(item, "obj", None))
+        inner = getattr(fn, "hypothesis", None)
+        if inner is None or id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        current = getattr(fn, "_hypothesis_internal_use_settings", None) or settings.default
+        wanted = max(MIN_EXAMPLES, int(current.max_examples * SCALE))
+        if wanted < current.max_examples:
+            fn._hypothesis_internal_use_settings = settings(current, max_examples=wanted)
 
 
 def pytest_configure(config):

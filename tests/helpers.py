@@ -8,8 +8,8 @@ import re
 import pynini
 from tokenizers import Tokenizer
 
-from tokfst_cli.catalogue import FOUNDATION
-from tokfst_cli.tokenizer import SPACE_MARK, TokenizerModel, bytes_to_unicode
+from tokfst_cli.text.catalogue import FOUNDATION
+from tokfst_cli.tokenizer.model import SPACE_MARK, TokenizerModel, bytes_to_unicode
 
 SIX_REGEXES = dict(FOUNDATION)  # the five fixed ones; add_words_regex adds the sixth
 

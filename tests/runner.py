@@ -1,6 +1,6 @@
 """The two ways tests run the command line.
 
-* :func:`run`: in-process (``tokfst_cli.cli.main`` with argv, stdin and stdout/stderr captured):
+* :func:`run`: in-process (``tokfst_cli.cli.app.main`` with argv, stdin and stdout/stderr captured):
   fast, for behaviour and messages.
 * :func:`tokfst`: the installed console script in a subprocess: for pipes, TTYs, signals,
   environment variables, concurrency and OpenFst's own tools (:func:`tool`); :func:`run_many`
@@ -110,7 +110,8 @@ def run(*args, stdin: bytes | str | None = None) -> Run:
     """``tokfst ARGS`` in this process: exit code, stdout and stderr bytes."""
     from rich.console import Console
 
-    from tokfst_cli.cli import main, output
+    from tokfst_cli.cli import output
+    from tokfst_cli.cli.app import main
 
     data = stdin.encode("utf-8") if isinstance(stdin, str) else (stdin or b"")
     out, err = _Bytes(), _Bytes()

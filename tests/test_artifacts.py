@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokfst_cli.artifacts import fst_arrays, fst_from_arrays, pack, unpack
+from tokfst_cli.automata.arrays import fst_arrays, fst_from_arrays
 from tokfst_cli.errors import InputError
+from tokfst_cli.support.files import pack, unpack
 
 from .runner import tool
 

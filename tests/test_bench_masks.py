@@ -1,4 +1,4 @@
-"""``tokfst bench masks`` (issue #12, Performance): masks along HF's tokenization at fresh states, tokfst vs peers.
+"""``tokfst bench masks`` (Performance): masks along HF's tokenization at fresh states, tokfst vs peers.
 
 No timing is asserted: the mode's rows and fields end to end, the sample strings, that tokfst's
 masks allow HF's tokenization of strings of the language (hypothesis), and that the agreement and
@@ -16,11 +16,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tokfst_cli import catalogue
 from tokfst_cli.bench import engines, masks
 from tokfst_cli.bench.common import Results
-from tokfst_cli.matcher import pack
-from tokfst_cli.tokenizer import from_vocab
+from tokfst_cli.decoding.matcher import pack
+from tokfst_cli.text import catalogue
+from tokfst_cli.tokenizer.model import from_vocab
 
 from .runner import run
 

@@ -1,4 +1,4 @@
-"""The packed-mask kernels of the factorized canonical decoder (``tokfst_cli.bitsets``) against
+"""The packed-mask kernels of the factorized canonical decoder (``tokfst_cli.automata.bitsets``) against
 NumPy's own packing and interval arithmetic, on random id sets and BANNED-like rows."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokfst_cli import bitsets
-from tokfst_cli.matcher import pack, unpack
+from tokfst_cli.automata import bitsets
+from tokfst_cli.decoding.matcher import pack, unpack
 
 
 @st.composite

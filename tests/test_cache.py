@@ -1,4 +1,4 @@
-"""The cache (tokfst_cli.cache): sealed entries verified on read, listing, clearing, and concurrency.
+"""The cache (tokfst_cli.support.cache): sealed entries verified on read, listing, clearing, and concurrency.
 
 Unit tests in process; then the issue's resource test with real processes: 8 concurrent
 ``promote`` and ``compile-bpe`` runs on GPT-2 sharing one cold cache give identical
@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pynini
 
-from tokfst_cli import cache
-from tokfst_cli.artifacts import cached_fst, fst_bytes, seal, unseal
+from tokfst_cli.automata.fst_io import cached_fst, fst_bytes
+from tokfst_cli.support import cache
+from tokfst_cli.support.files import seal, unseal
 
 from .runner import TOKFST, make_env, run_many, tool
 

@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tokfst_cli import constraint, pipeline
-from tokfst_cli.artifacts import fst_bytes
+from tokfst_cli.automata.fst_io import fst_bytes
+from tokfst_cli.decoding.matcher import pack
 from tokfst_cli.errors import DisallowedTokenError, InputError, LimitError
-from tokfst_cli.filters import Filters
-from tokfst_cli.matcher import pack
+from tokfst_cli.filters.compose import Filters
 
 from .conftest import real
 from .helpers import SIX_REGEXES, sample_paths
@@ -161,7 +161,8 @@ def test_method_checks_are_library_errors_with_data():
     with pytest.raises(InputError) as e:
         pipeline.check_method(gpt2, False, "implicit")
     assert e.value.hint == "method-needs-canonical"
-    assert pipeline.check_method(gpt2, True, None) == "implicit" and pipeline.check_method(bert, True, None) == "product"
+    assert (pipeline.check_method(gpt2, True, None) == "implicit"
+            and pipeline.check_method(bert, True, None) == "product")
     with pytest.raises(LimitError) as e:
         pipeline.build(gpt2, "[0-9]{4}", limits=pipeline.Limits(max_states=2))
     assert (e.value.limit, e.value.bound, e.value.value) == ("max_states", 2, 5) and "max_states 2" in str(e.value)
@@ -174,7 +175,7 @@ def test_decoder_and_index_reuse_the_arcs_promotion_read(name, filters, monkeypa
     """Result.arrays: the agnostic result's decoder and index read no arcs again, and answer as
     those made from the automaton itself; also where a token filter removed arcs (Llama-2's
     byte tokens for the date's ASCII)."""
-    from tokfst_cli import index as index_mod
+    from tokfst_cli.decoding import index as index_mod
 
     model = real(name)[0]
     result = pipeline.build(model, SIX_REGEXES["date"], filters=filters)

@@ -1,4 +1,4 @@
-"""Exact counting and uniform draws (tokfst_cli.counting, ``tokfst count``, ``tokfst sample --uniform``;
+"""Exact counting and uniform draws (tokfst_cli.analysis.counting, ``tokfst count``, ``tokfst sample --uniform``;
 issue #14 items 3-4): counts against brute force (random acceptors; the strings of small regexes
 enumerated with itertools, HF's encode for canonical sequences, a brute-force segmenter over the
 surfaces for agnostic ones), big integers, uniformity (seeded chi-square with a loose bound), the
@@ -18,11 +18,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokfst_cli import constraint, counting, pipeline, sample
-from tokfst_cli.artifacts import write_fst
+from tokfst_cli import constraint, pipeline
+from tokfst_cli.analysis import counting, sample
+from tokfst_cli.automata.fst_io import write_fst
 from tokfst_cli.constraint import FstDecoder
 from tokfst_cli.errors import InputError, LimitError
-from tokfst_cli.regex import compile_regex
+from tokfst_cli.text.regex import compile_regex
 
 from .helpers import finals, segmentations, spell, surface_index, transitions
 from .runner import run

@@ -1,4 +1,4 @@
-"""Bad-input battery (issue #13), artifacts: every header field changed, a bit flip in every section.
+"""Bad-input battery, artifacts: every header field changed, a bit flip in every section.
 
 Artifacts: the implicit A_BPE (``compile-bpe``), the BPE and WordPiece factorized forms
 (``promote --canonical --format index`` past ``--max-arcs``), the JSON index, and ``.fst``
@@ -7,7 +7,7 @@ InputError (on the command line: exit 2, one line), never a crash; when a damage
 loads, it answers exactly as the intact one (the damage hit bytes that carry no meaning, such
 as a hex digit's case in a JSON escape, or the seal's magic, leaving a plain OpenFst file).
 Plain ``.fst`` files carry no checksum: there the promise is no crash (OpenFst would abort on a
-huge count; :func:`tokfst_cli.artifacts.check_openfst` refuses those first).
+huge count; :func:`tokfst_cli.automata.fst_io.check_openfst` refuses those first).
 
 Library calls in process for the generated damage (fast); the command line in process for
 exit codes and messages, and as a subprocess where OpenFst itself would abort the process.
@@ -26,12 +26,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tokfst_cli import constraint, pipeline
-from tokfst_cli import tokenizer as tokmod
-from tokfst_cli.artifacts import FST_MAGIC, SEAL_SIZE, fst_bytes, parse_fst
+from tokfst_cli.automata.fst_io import FST_MAGIC, fst_bytes, parse_fst
 from tokfst_cli.bpe import factorized as bpe_factorized
 from tokfst_cli.bpe import implicit
 from tokfst_cli.errors import InputError
 from tokfst_cli.maxmatch import factorized as mm_factorized
+from tokfst_cli.support.files import SEAL_SIZE
+from tokfst_cli.tokenizer import model as tokmod
 
 from .cli.test_battery import BASES
 from .conftest import BATTERY
@@ -254,7 +255,7 @@ def test_index_bit_flip_is_refused_or_harmless(data):
 def test_index_every_field_changed_is_refused():
     """Fields a decoder reads, and the format, version and checksum, are checked; generator and
     stats are informational (a change there is harmless, never a wrong answer)."""
-    from tokfst_cli.index import CHECKED
+    from tokfst_cli.decoding.index import CHECKED
 
     doc = json.loads(ARTIFACTS["index"])
     assert "sha256" in doc

@@ -1,4 +1,5 @@
-"""``tokfst_cli.draw``: seed 000 Fig. 3 and Fig. 4 panels, folding, labels (``tokfst draw``: cli/test_draw.py)."""
+"""``tokfst_cli.analysis.draw``: Cognetta & Okazaki 2024 Fig. 3 and Fig. 4 panels, folding, labels
+(``tokfst draw``: cli/test_draw.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import subprocess
 import pynini
 import pytest
 
-from tokfst_cli import draw
+from tokfst_cli.analysis import draw
 
 from .helpers import svg_texts
 
@@ -50,7 +51,7 @@ def has_epsilon(fst: pynini.Fst) -> bool:
     return any(a.ilabel == 0 or a.olabel == 0 for s in fst.states() for a in fst.arcs(s))
 
 
-# --- seed 000 Fig. 3 -------------------------------------------------------------------------
+# --- Cognetta & Okazaki 2024 Fig. 3 -------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
 def panels() -> dict[str, pynini.Fst]:
@@ -86,7 +87,7 @@ def test_fig3_panels_a_to_d(panels):
     assert "ε" in edge_labels(dot_d) and not any(":" in lab for lab in edge_labels(dot_d))  # acceptor
 
 
-# --- seed 000 Fig. 4 -------------------------------------------------------------------------
+# --- Cognetta & Okazaki 2024 Fig. 4 -------------------------------------------------------------------------
 
 FIG4_VOCAB = ["a", "b", "aa", "ab"]
 FIG4_PATTERN = "a[ab]{0,3}b"  # finite, so L(A) can be enumerated; the piece "a" is never greedy in it

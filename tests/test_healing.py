@@ -1,4 +1,4 @@
-"""Token healing by construction (seed 001 Sec. 4.4, issue #14) against HF's ``encode``.
+"""Token healing by construction (Pitfalls 2025 Sec. 4.4, issue #14) against HF's ``encode``.
 
 ``build(..., canonical=True, prompt=P)`` builds the canonical automaton of P · L(regex) and starts
 it after the kept prefix e[:k] of e = encode(P). Expected results are derived from HF alone:
@@ -31,12 +31,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokfst_cli import constraint, pipeline
-from tokfst_cli.artifacts import pack, unpack
 from tokfst_cli.bpe import factorized as bpe_factorized
-from tokfst_cli.errors import DisallowedTokenError, InputError
-from tokfst_cli.healing import Healing
+from tokfst_cli.decoding.healing import Healing
+from tokfst_cli.errors import InputError
 from tokfst_cli.maxmatch import factorized as mm_factorized
-from tokfst_cli.regex import compile_regex
+from tokfst_cli.support.files import pack, unpack
+from tokfst_cli.text.regex import compile_regex
 
 from .conftest import real
 from .helpers import enumerate_paths, sample_paths

@@ -1,4 +1,4 @@
-"""``tokfst inspect`` (tokfst_cli.inspection; issue #14 item 4, seed 001 Sec. 3.3.1 Table 2): skip
+"""``tokfst inspect`` (tokfst_cli.analysis.inspection; Pitfalls 2025 Sec. 3.3.1 Table 2): skip
 rates recomputed by a slow walk through the decoders' masks, the agnostic automaton with
 preprocessing against a brute-force segmenter over HF's pre-tokens, the structure against the
 index's stats, and the command line's outputs and errors."""
@@ -12,11 +12,13 @@ from itertools import product
 import numpy as np
 import pytest
 
-from tokfst_cli import catalogue, inspection, pipeline
+from tokfst_cli import pipeline
+from tokfst_cli.analysis import inspection
 from tokfst_cli.constraint import FstDecoder
+from tokfst_cli.decoding.index import build_index
 from tokfst_cli.errors import InputError
-from tokfst_cli.index import build_index
-from tokfst_cli.tokenizer import bytes_to_unicode
+from tokfst_cli.text import catalogue
+from tokfst_cli.tokenizer.model import bytes_to_unicode
 
 from .helpers import enumerate_paths, segmentations
 from .runner import run
@@ -164,7 +166,7 @@ def test_cli_inspect_errors(tmp_path):
 
 def test_text_filters_restrict_both_automata_and_the_samples(tokenizer):
     """inspection with --ascii's filter equals inspection of the hand-written ASCII regex."""
-    from tokfst_cli.filters import Filters
+    from tokfst_cli.filters.compose import Filters
 
     model = tokenizer("gpt2")
     filtered = inspection.inspect_regex(model, "[a-cé]{1,2}( [a-cé])?", 200, 3, filters=Filters(ascii=True))
@@ -175,7 +177,7 @@ def test_text_filters_restrict_both_automata_and_the_samples(tokenizer):
 
 
 def test_token_filters_are_refused_by_name(tokenizer):
-    from tokfst_cli.filters import Filters
+    from tokfst_cli.filters.compose import Filters
 
     with pytest.raises(InputError, match="fuse_spaces"):
         inspection.inspect_regex(tokenizer("gpt2"), "[a-c]{1,2}", 10, filters=Filters(fuse_spaces=True))

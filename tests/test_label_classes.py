@@ -11,10 +11,11 @@ import pynini
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokfst_cli import label_classes
-from tokfst_cli.artifacts import fst_arrays, fst_from
-from tokfst_cli.regex import compile_regex
-from tokfst_cli.schema import automata, compile_schema
+from tokfst_cli.automata import label_classes
+from tokfst_cli.automata.arrays import fst_arrays, fst_from
+from tokfst_cli.schema import automata
+from tokfst_cli.schema.compile import compile_schema
+from tokfst_cli.text.regex import compile_regex
 
 ATOMS = ["a", "b", "[a-f]", "[^a]", "[a-z0-9]", r"\.", '[^"\\\\]', "é", "[^b-y]", "x"]
 SCHEMAS = Path(__file__).parent / "data" / "schemas"
@@ -113,7 +114,7 @@ def same_tables(x, y) -> bool:
 def test_lazy_table_over_classes_equals_the_table_over_bytes(pattern):
     """byte_table.of_arrays of a DFA over representatives and its classes: the table of the same
     DFA over bytes (coarser classes of the classes, each byte by its representative)."""
-    from tokfst_cli.byte_table import of_arrays
+    from tokfst_cli.promotion.byte_table import of_arrays
 
     a = fst_arrays(compile_regex(pattern).fst)
     classes = label_classes.of([a])
@@ -125,7 +126,7 @@ def test_lazy_table_over_classes_equals_the_table_over_bytes(pattern):
 def test_lazy_table_from_the_compiled_classes_equals_the_table_from_the_fst():
     """compile_schema's DFA stays over byte classes; the lazy decoder's table is built on them
     without expanding the bytes, and equals the table of the automaton over bytes."""
-    from tokfst_cli.byte_table import of_automaton
+    from tokfst_cli.promotion.byte_table import of_automaton
 
     for name in ("pre-commit-hooks", "jdt", "lerna"):
         automaton = compile_schema(json.loads((SCHEMAS / f"{name}.json").read_text())).automaton
@@ -159,6 +160,6 @@ def test_an_operand_is_expanded_once_per_classes(monkeypatch):
 
 
 def accepts_text(fst: pynini.Fst, text: str) -> bool:
-    from tokfst_cli.fsts import text_acceptor
+    from tokfst_cli.automata.fsts import text_acceptor
 
     return pynini.intersect(text_acceptor(text), fst.arcsort("ilabel")).num_states() > 0

@@ -18,12 +18,13 @@ import numpy as np
 import pytest
 from hypothesis import example, given, settings
 
-from tokfst_cli import constraint, lazy, pipeline
-from tokfst_cli.errors import DisallowedTokenError, InputError
-from tokfst_cli.matcher import pack, unpack
-from tokfst_cli.steering import byte_steering
+from tokfst_cli import constraint, pipeline
+from tokfst_cli.analysis.steering import byte_steering
 from tokfst_cli.bench.schema_workers import random_text
-from tokfst_cli.schema import compile_schema
+from tokfst_cli.decoding.matcher import pack, unpack
+from tokfst_cli.errors import DisallowedTokenError, InputError
+from tokfst_cli.promotion import lazy
+from tokfst_cli.schema.compile import compile_schema
 
 from .helpers import SIX_REGEXES
 from .test_promote import _patterns
@@ -170,10 +171,10 @@ def test_lazy_masks_kept_within_the_budget(tokenizer, monkeypatch):
 def test_lazy_table_classes_and_limit():
     """A's table has one column per class of bytes A cannot tell apart (date: digits, '-', the
     rest dead); past max_cells it is refused with the table's own size, before it is built."""
-    from tokfst_cli import byte_table
-    from tokfst_cli.artifacts import fst_arrays
+    from tokfst_cli.automata.arrays import fst_arrays
     from tokfst_cli.errors import LimitError
-    from tokfst_cli.regex import compile_regex
+    from tokfst_cli.promotion import byte_table
+    from tokfst_cli.text.regex import compile_regex
 
     arrays = fst_arrays(compile_regex(SIX_REGEXES["date"]).fst)
     table = byte_table.of_arrays(arrays, "date")

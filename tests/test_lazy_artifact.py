@@ -21,13 +21,14 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
-from tokfst_cli import byte_table, constraint, lazy, pipeline
+from tokfst_cli import constraint, pipeline
 from tokfst_cli.bench.schema_workers import random_text
 from tokfst_cli.errors import InputError
-from tokfst_cli.filters import Filters
-from tokfst_cli.lazy import LazyDecoder
-from tokfst_cli.regex import compile_regex
-from tokfst_cli.schema import compile_schema
+from tokfst_cli.filters.compose import Filters
+from tokfst_cli.promotion import byte_table, lazy
+from tokfst_cli.promotion.lazy import LazyDecoder
+from tokfst_cli.schema.compile import compile_schema
+from tokfst_cli.text.regex import compile_regex
 
 from .helpers import SIX_REGEXES
 from .runner import run
@@ -187,7 +188,7 @@ def test_load_refusals(tokenizer, tmp_path):
 def test_bench_ready_lazy_file(tokenizer, tmp_path):
     """bench ready's "tokfst lazy file" engine: the artifact through a file gives the promoted first mask."""
     from tokfst_cli.bench.ready import tokfst_lazy_file
-    from tokfst_cli.matcher import pack
+    from tokfst_cli.decoding.matcher import pack
 
     model = tokenizer("gpt2")
     for name in ("date", "cities"):
@@ -201,7 +202,7 @@ def test_payload_longer_than_its_header_says():
     inflated only up to that size), with valid checksums around it."""
     import zlib
 
-    from tokfst_cli.artifacts import pack
+    from tokfst_cli.support.files import pack
 
     header = {"format": byte_table.FORMAT, "version": byte_table.VERSION, "fingerprint": "x", "source": "s",
               "start": 0, "states": 1, "classes": 1}

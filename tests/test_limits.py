@@ -17,17 +17,18 @@ import subprocess
 import time
 
 import pynini
-import regex as mrab_regex  # the regex module (tokfst_cli.regex is "regex" here)
 import pytest
+import regex as mrab_regex  # the regex module (tokfst_cli.text.regex is "regex" here)
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from tokfst_cli import guard, regex
-from tokfst_cli.artifacts import atomic_write, temp_prefix
+from tokfst_cli.decoding.index import build_index
 from tokfst_cli.errors import LimitError
-from tokfst_cli.index import build_index
-from tokfst_cli.promote import arc_arrays, composition_at_least
-from tokfst_cli.regex import compile_regex, flatten, parse, states_at_least
+from tokfst_cli.promotion.promote import arc_arrays, composition_at_least
+from tokfst_cli.support import guard
+from tokfst_cli.support.files import atomic_write, temp_prefix
+from tokfst_cli.text import regex
+from tokfst_cli.text.regex import compile_regex, flatten, parse, states_at_least
 
 from .helpers import accepts, finals, transitions
 
@@ -156,7 +157,8 @@ def test_lengths_are_the_shortest_and_longest_words(pattern):
                     break
             else:
                 stack.pop()
-                longest[s] = max([1 + longest[a.nextstate] for a in fst.arcs(s)] + ([0] if fst.final(s) != zero else []))
+                longest[s] = max([1 + longest[a.nextstate] for a in fst.arcs(s)]
+                                 + ([0] if fst.final(s) != zero else []))
         assert ln.maxlen == longest[fst.start()]
 
 
@@ -204,7 +206,7 @@ COMPOSE_REGEXES = ["[0-9]{4}", ".{1,3}", "[a-z]+", "ab|cd", "(hello|world)+", r"
 
 
 def test_composition_bound_is_a_lower_bound(tokenizer):
-    from tokfst_cli import lexicon
+    from tokfst_cli.promotion import lexicon
 
     model = tokenizer("gpt2")
     lex = lexicon.lexicon(model)
@@ -216,8 +218,8 @@ def test_composition_bound_is_a_lower_bound(tokenizer):
 
 
 def test_composition_is_refused_from_the_bound(tokenizer):
-    from tokfst_cli.promote import promote
-    from tokfst_cli import lexicon
+    from tokfst_cli.promotion import lexicon
+    from tokfst_cli.promotion.promote import promote
 
     model = tokenizer("gpt2")
     a = regex.compile_regex(".{1,1000}")
@@ -276,7 +278,7 @@ def test_aho_route_refuses_free_text_from_the_size_bound(tokenizer, monkeypatch)
 # ---- the guard ---------------------------------------------------------------------------------
 
 def test_guard_passes_the_exit_code_and_the_stage():
-    from tokfst_cli.progress import report, stage
+    from tokfst_cli.support.progress import report, stage
 
     def work() -> int:
         with stage("B: building"):
@@ -287,7 +289,8 @@ def test_guard_passes_the_exit_code_and_the_stage():
     assert (out.code, out.reason, out.stage, out.size) == (7, None, "B: building", 12)
 
 
-@pytest.mark.parametrize("signum,line", [(signal.SIGTERM, "tokfst: terminated"), (signal.SIGINT, "tokfst: interrupted")])
+@pytest.mark.parametrize("signum,line", [(signal.SIGTERM, "tokfst: terminated"),
+                                         (signal.SIGINT, "tokfst: interrupted")])
 def test_a_signal_outside_the_commands_handling_still_says_one_line(capfd, signum, line):
     """A signal the command does not catch itself (it came while the command line was being set
     up, or as it returned) ends the child with 128 + signum and the one line, not silently."""
@@ -430,7 +433,7 @@ def test_chain_bound_extrapolates_exactly(tokenizer, base, m, extra, unbounded):
     2 and 3 copies equals ``composition_at_least`` of the whole minimal A (the chain is minimal and
     its copies alike), so it never exceeds the composition; A is unchanged by the check; an
     unbounded repetition is not checked."""
-    from tokfst_cli.promote import chain_bound
+    from tokfst_cli.promotion.promote import chain_bound
 
     model = tokenizer("gpt2")
     n = None if unbounded else m + extra

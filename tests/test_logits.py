@@ -1,4 +1,4 @@
-"""Constrained generation with transformers (tokfst_cli.logits, issue #12 item 3): a tiny randomly
+"""Constrained generation with transformers (tokfst_cli.decoding.logits, issue #12 item 3): a tiny randomly
 initialized GPT-2-architecture model (built here, never downloaded) samples under the six bench
 regexes, agnostic (promoted, and the lazy decoder), canonical (materialized where the default
 limits allow) and factorized canonical, on GPT-2 and Llama-2.
@@ -21,11 +21,12 @@ import pytest
 import torch
 from transformers import LogitsProcessor
 
-from tokfst_cli import catalogue, constraint, pipeline
+from tokfst_cli import constraint, pipeline
 from tokfst_cli.constraint import FstDecoder
+from tokfst_cli.decoding.logits import ConstraintLogitsProcessor, generate, tiny_model
+from tokfst_cli.decoding.matcher import DeadEnd, Matcher
 from tokfst_cli.errors import InputError
-from tokfst_cli.logits import ConstraintLogitsProcessor, generate, tiny_model
-from tokfst_cli.matcher import DeadEnd, Matcher
+from tokfst_cli.text import catalogue
 
 from .helpers import distance_to_final, finals
 
@@ -204,10 +205,10 @@ def test_generate_greedy_and_vocab_size(tokenizer):
 
 
 def test_import_needs_no_torch_and_missing_extra_is_named(monkeypatch, tokenizer):
-    code = "import sys, tokfst_cli, tokfst_cli.logits; assert 'torch' not in sys.modules, 'torch imported'"
+    code = "import sys, tokfst_cli, tokfst_cli.decoding.logits; assert 'torch' not in sys.modules, 'torch imported'"
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
-    import tokfst_cli.logits as logits
+    import tokfst_cli.decoding.logits as logits
 
     monkeypatch.setitem(sys.modules, "transformers", None)  # as if not installed
     monkeypatch.setattr(logits, "_CLASS", None)

@@ -1,4 +1,4 @@
-"""Constraint marginalization (tokfst_cli.marginal, issue #14 item 5; seed 001 Sec. 5.1) on GPT-2 and
+"""Constraint marginalization (tokfst_cli.analysis.marginal, Pitfalls 2025 Sec. 5.1) on GPT-2 and
 Llama-2 with a tiny random GPT-2-architecture model (built here, never downloaded).
 
 The model's embedding (tied to its output layer) is scaled up so its next-token distributions are
@@ -21,11 +21,13 @@ from functools import cache
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from tokfst_cli import marginal, pipeline
+from tokfst_cli import pipeline
+from tokfst_cli.analysis import marginal
+from tokfst_cli.decoding.logits import tiny_model
 from tokfst_cli.errors import InputError, LimitError
-from tokfst_cli.logits import tiny_model
 
 from .conftest import real
 from .helpers import enumerate_paths, finals, transitions
@@ -293,6 +295,6 @@ def test_lm_logprob_matches_one_forward_pass():
 
 
 def test_import_needs_no_torch():
-    code = "import sys, tokfst_cli.marginal; assert 'torch' not in sys.modules, 'torch imported'"
+    code = "import sys, tokfst_cli.analysis.marginal; assert 'torch' not in sys.modules, 'torch imported'"
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr

@@ -1,4 +1,4 @@
-"""The decoding-loop view (tokfst_cli.matcher, issue #12 item 2): packed bitmasks, EOS at final
+"""The decoding-loop view (tokfst_cli.decoding.matcher, issue #12 item 2): packed bitmasks, EOS at final
 states, consume/rollback and forced runs, on every decoder kind."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from tokfst_cli import pipeline
 from tokfst_cli.constraint import IndexDecoder
+from tokfst_cli.decoding.matcher import Matcher, forced, pack, unpack
 from tokfst_cli.errors import DisallowedTokenError
-from tokfst_cli.matcher import Matcher, forced, pack, unpack
 
 
 @given(st.lists(st.booleans(), min_size=1, max_size=300))
@@ -90,8 +90,8 @@ def test_generate_with_a_random_model(tokenizer, name, canonical):
     fully match it, canonical ones re-encode to themselves, no step meets an empty mask."""
     import re
 
-    from tokfst_cli import catalogue
-    from tokfst_cli.matcher import generate
+    from tokfst_cli.decoding.matcher import generate
+    from tokfst_cli.text import catalogue
 
     model, hf = tokenizer(name), tokenizer.hf(name)
     eos = model.token_id("<|endoftext|>" if name == "gpt2" else "</s>")

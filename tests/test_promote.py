@@ -1,4 +1,4 @@
-"""Differential tests of agnostic promotion (seed 000 Eq. 3) against Hugging Face on real tokenizers.
+"""Differential tests of agnostic promotion (Cognetta & Okazaki 2024 Eq. 3) against Hugging Face on real tokenizers.
 
 For each of GPT-2, Llama-2 and BERT and each of the six regexes of issue #2:
 - HF's model tokenization of >= 200 strings sampled from L(regex) is accepted;
@@ -14,13 +14,26 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokfst_cli.errors import EmptyLanguageError
-from tokfst_cli.promote import _with_terminals, promote, remove_trie_epsilons
-from tokfst_cli.regex import compile_regex
+from tokfst_cli.promotion.promote import _with_terminals, promote, remove_trie_epsilons
+from tokfst_cli.text.regex import compile_regex
 
 from .conftest import real, words100
 from .helpers import (
-    SIX_REGEXES, accepts, add_words_regex, count_segmentations, enumerate_paths, segmentation_lattice, finals, fullmatch, hf_model_ids, isomorphic,
-    sample_paths, segmentations, spell, surface_index, transitions,
+    SIX_REGEXES,
+    accepts,
+    add_words_regex,
+    count_segmentations,
+    enumerate_paths,
+    finals,
+    fullmatch,
+    hf_model_ids,
+    isomorphic,
+    sample_paths,
+    segmentation_lattice,
+    segmentations,
+    spell,
+    surface_index,
+    transitions,
 )
 
 N = 200

@@ -1,9 +1,9 @@
-"""Regex -> ready constraint in bulk (issue #12, performance): the index export, ``constraint.load``
+"""Regex -> ready constraint in bulk (performance): the index export, ``constraint.load``
 and the FstDecoder read an automaton's arcs as numpy arrays; they must answer exactly as the
 per-arc code they replace.
 
 The oracle is that per-arc code, written here with pynini's arc iterator: per state its arcs
-sorted by (token, next state), masks numbered by first use (coalescence, seed 003). The
+sorted by (token, next state), masks numbered by first use (coalescence, the structured-generation practical). The
 structure check of a loaded index, vectorized, is compared with the element-by-element check
 it replaced, on damaged documents.
 """
@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tokfst_cli import constraint, pipeline
-from tokfst_cli.artifacts import fst_arrays, fst_from_arrays
+from tokfst_cli.automata.arrays import fst_arrays, fst_from_arrays
+from tokfst_cli.decoding.index import build_index, checksum, decimal
 from tokfst_cli.errors import DisallowedTokenError
-from tokfst_cli.index import build_index, checksum, decimal
 
 from .conftest import real
 from .helpers import SIX_REGEXES
@@ -133,7 +133,7 @@ def test_unsorted_and_nondeterministic_acceptors_export_as_per_arc(data, n):
 def test_a_hash_collision_falls_back_to_exact_grouping(monkeypatch):
     """Coalescence groups states by a 64-bit hash of their token sets, then compares every state with its
     group's first: with every hash equal, the export is still the per-arc one."""
-    from tokfst_cli import index
+    from tokfst_cli.decoding import index
 
     model, lex = real("gpt2")[:2]
     fst = pipeline.build(model, SIX_REGEXES["date"], lexicon=lex).fst
@@ -245,7 +245,8 @@ def test_bench_ready_table(tmp_path):
     assert res.checks and all(c["passed"] for c in res.checks)
     for row, by_step in zip(main.rows, stages.rows):
         assert row["index"]["status"] == row["memory"]["status"] == "ok" and row["states"] >= 2
-        assert row["lazy"]["status"] == row["lazyfile"]["status"] in ("ok", "skipped")  # skipped: a tokenizer lacking bytes
+        # skipped: a tokenizer lacking bytes
+        assert row["lazy"]["status"] == row["lazyfile"]["status"] in ("ok", "skipped")
         if row["lazy"]["status"] == "ok":
             assert any("loaded lazy artifact" in c["name"] for c in res.checks)
         assert all(row[k]["status"] in ("ok", "skipped", "error") for k in ("xgrammar", "llguidance", "outlines"))

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tokfst_cli import utf8
+from tokfst_cli.automata import utf8
 from tokfst_cli.errors import EmptyLanguageError, InputError, LimitError
-from tokfst_cli.regex import _from_interegular_fsm, _needs_interegular, compile_regex, parse
+from tokfst_cli.text.regex import _from_interegular_fsm, _needs_interegular, compile_regex, parse
 
 from .helpers import SIX_REGEXES, accepts, finals, transitions
 

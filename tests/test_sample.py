@@ -1,4 +1,4 @@
-"""Random paths of an artifact (tokfst_cli.sample, ``tokfst sample``; issue #12 item 4): every sample
+"""Random paths of an artifact (tokfst_cli.analysis.sample, ``tokfst sample``; issue #12 item 4): every sample
 is a path of the artifact and spells its regex, canonical ones re-encode to themselves, the
 materialized forms are sampled uniformly (path counts against brute force, frequencies against
 the enumerated paths), and the command line's outputs, errors and atomic writes."""
@@ -15,12 +15,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokfst_cli import catalogue, constraint, pipeline, sample
-from tokfst_cli.artifacts import write_fst
+from tokfst_cli import constraint, pipeline
+from tokfst_cli.analysis import sample
+from tokfst_cli.automata.fst_io import write_fst
+from tokfst_cli.automata.symbols import unescape
 from tokfst_cli.constraint import FstDecoder
+from tokfst_cli.decoding.matcher import Matcher
 from tokfst_cli.errors import InputError
-from tokfst_cli.matcher import Matcher
-from tokfst_cli.symbols import unescape
+from tokfst_cli.text import catalogue
 
 from .helpers import enumerate_paths
 from .runner import run

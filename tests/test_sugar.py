@@ -1,4 +1,4 @@
-"""Seed 004's syntactic sugar (issue #15): each group's automaton against a Python reference on random
+"""Seed 004's syntactic sugar: each group's automaton against a Python reference on random
 strings, its size against the regex it abbreviates, and its errors."""
 
 from __future__ import annotations
@@ -7,11 +7,12 @@ import itertools
 import re
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tokfst_cli import pipeline
 from tokfst_cli.errors import InputError
-from tokfst_cli.regex import compile_regex
+from tokfst_cli.text.regex import compile_regex
 
 from .conftest import TOKENIZER
 from .schema.util import accepts

@@ -1,4 +1,4 @@
-"""Symbol names (tokfst_cli.symbols) and the OpenFst text round trip of a promoted automaton.
+"""Symbol names (tokfst_cli.automata.symbols) and the OpenFst text round trip of a promoted automaton.
 
 OpenFst's text formats split fields on blanks and lines on newlines, so token names are escaped.
 ``unescape(escape(s)) == s`` must hold for any text, escaped names must be single blank-free
@@ -15,10 +15,11 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from tokfst_cli import lexicon, symbols
-from tokfst_cli.promote import promote
-from tokfst_cli.regex import compile_regex
-from tokfst_cli.tokenizer import from_json
+from tokfst_cli.automata import symbols
+from tokfst_cli.promotion import lexicon
+from tokfst_cli.promotion.promote import promote
+from tokfst_cli.text.regex import compile_regex
+from tokfst_cli.tokenizer.model import from_json
 
 from .runner import tool
 

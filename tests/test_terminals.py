@@ -1,4 +1,4 @@
-"""Terminal labels (issue #15, seed 004 Sec. 2.5.1): the automaton with terminals and the one with
+"""Terminal labels (Koo et al. 2024 Sec. 2.5.1): the automaton with terminals and the one with
 the expanded wildcard accept the same token sequences (GPT-2 and Llama-2), masks and steps agree
 in every decoder form, the wildcard states lose their tens of thousands of arcs, and what
 cannot carry terminals is refused by name."""
@@ -10,14 +10,15 @@ import random
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tokfst_cli import constraint, pipeline
 from tokfst_cli.bench.terminals import paired_max
 from tokfst_cli.constraint import IndexDecoder
 from tokfst_cli.errors import InputError
-from tokfst_cli.terminals import Terminal, classes
-from tokfst_cli.regex import compile_regex
+from tokfst_cli.text.regex import compile_regex
+from tokfst_cli.text.terminals import Terminal, classes
 
 from .conftest import TOKENIZER
 from .walks import equal_masks
@@ -33,7 +34,7 @@ WILDCARDS = {  # patterns whose loops become terminals, each with the straddling
     "number": r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?",
     "identifiers": r"[A-Za-z_][A-Za-z0-9_]{0,30}(?:\.[a-z]+)*@[0-9a-fA-F]{2,8}",
 }
-TOKEN_GROUPS = {  # seed 004's examples: one token per group, bounded by delimiters outside the masks
+TOKEN_GROUPS = {  # Koo et al. 2024's examples: one token per group, bounded by delimiters outside the masks
     "paragraph bullets": r"Summary:(\n\* (?P<PARAGRAPH_TOKEN>)+){1,3}",
     "text token": r"<(?P<TEXT_TOKEN>)>",
 }
@@ -159,7 +160,7 @@ def test_other_named_groups_stay_groups():
 
 def test_counts_expand_terminals_into_their_tokens():
     """tokfst count and sample read an artifact with terminals through its decoder: same counts."""
-    from tokfst_cli import counting
+    from tokfst_cli.analysis import counting
 
     model = TOKENIZER("gpt2")
     with_terms = pipeline.build(model, r'"[^"\\\x00-\x1f]{0,2}"', terminals=True)

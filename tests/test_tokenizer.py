@@ -1,4 +1,4 @@
-"""The neutral tokenizer model (tokfst_cli.tokenizer) against Hugging Face ``tokenizers``.
+"""The neutral tokenizer model (tokfst_cli.tokenizer.model) against Hugging Face ``tokenizers``.
 
 HF is the oracle throughout: the ids HF's model produces must spell the input through
 ``model.surfaces``; vocabulary sizes, added tokens, merges and model options are read back
@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
-from tokfst_cli import tokenizer as tokmod
 from tokfst_cli.errors import InputError
-from tokfst_cli.tokenizer import SPACE_MARK
+from tokfst_cli.tokenizer import model as tokmod
+from tokfst_cli.tokenizer.model import SPACE_MARK
 
 from .conftest import PACKAGE_DATA, TOKENIZERS, words100
 from .helpers import hf_model_ids
@@ -322,7 +322,8 @@ def test_fingerprint_is_stable_across_reloads_and_formatting(tmp_path, trained_j
 
 
 def test_bundled_fingerprint_is_stable(tokenizer):
-    assert tokmod.load("gpt2").fingerprint == tokmod.load(str(TOKENIZERS["gpt2"])).fingerprint == tokenizer("gpt2").fingerprint
+    assert (tokmod.load("gpt2").fingerprint == tokmod.load(str(TOKENIZERS["gpt2"])).fingerprint
+            == tokenizer("gpt2").fingerprint)
 
 
 def test_fingerprint_changes_with_one_merge_or_vocab_entry(trained_json):

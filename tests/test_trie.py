@@ -16,13 +16,13 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from tokfst_cli import lexicon, trie
-from tokfst_cli.artifacts import fst_arrays, fst_from
+from tokfst_cli.automata.arrays import fst_arrays, fst_from
 from tokfst_cli.errors import LimitError
 from tokfst_cli.pretok import image
-from tokfst_cli.promote import _with_terminals, covers_all_bytes, promote
-from tokfst_cli.regex import ByteAutomaton, compile_regex
-from tokfst_cli.terminals import TERMINAL_BASE
+from tokfst_cli.promotion import lexicon, trie
+from tokfst_cli.promotion.promote import _with_terminals, covers_all_bytes, promote
+from tokfst_cli.text.regex import ByteAutomaton, compile_regex
+from tokfst_cli.text.terminals import TERMINAL_BASE
 
 from .helpers import SIX_REGEXES, isomorphic
 from .test_promote import _patterns
@@ -103,7 +103,7 @@ def test_walk_over_pretokenized_text_is_the_composition(tokenizer, tok, pattern)
 @example(pattern='"[^"]*"', loops=True)
 @example(pattern='(?:"[^"]*"|[0-9])*', loops=True)
 def test_walk_with_terminal_labels_is_the_composition(tokenizer, tok, pattern, loops):
-    """A'' over T'' (terminal labels, seed 004 Sec. 2.5.1): T made for this A, not kept."""
+    """A'' over T'' (terminal labels, Koo et al. 2024 Sec. 2.5.1): T made for this A, not kept."""
     model = tokenizer(tok)
     a, t, labels = _with_terminals(model, compile_regex(pattern).fst, tokenizer.lexicon(tok), loops, True)
     tries = [None]  # T'' read whole
@@ -111,8 +111,8 @@ def test_walk_with_terminal_labels_is_the_composition(tokenizer, tok, pattern, l
         j = np.arange(len(labels))
         tries.append(trie.with_root_arcs(trie.signed_trie(model), TERMINAL_BASE + j, model.vocab_size + 1 + j))
     theirs = _composed(a, t).arcsort()
-    for given in tries:
-        arrays = trie.token_arcs(model, fst_arrays(a), 1_000_000, lexicon=t, keep=False, trie=given)
+    for given_trie in tries:
+        arrays = trie.token_arcs(model, fst_arrays(a), 1_000_000, lexicon=t, keep=False, trie=given_trie)
         assert arrays is not None
         ours = fst_from(arrays) if len(arrays.final) else pynini.Fst()
         assert isomorphic(ours.arcsort(), theirs), pattern

@@ -1,4 +1,4 @@
-"""Walks for the decoder tests (issue #12): equal masks across forms, and random mask-following walks
+"""Walks for the decoder tests: equal masks across forms, and random mask-following walks
 that must never meet an empty mask at a non-final state and must end at a final state."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from collections import deque
 
 import numpy as np
 
+from tokfst_cli.analysis.steering import token_steering
 from tokfst_cli.errors import DisallowedTokenError
-from tokfst_cli.steering import token_steering
 
 
 def accepts(dec, ids: list[int]) -> bool:

@@ -1,13 +1,74 @@
-"""tokfst: compile and inspect tokenizer automata (Cognetta & Okazaki, seed 000)."""
+"""tokfst: compile and inspect tokenizer automata.
 
-import signal as _signal
+The theory: Cognetta & Okazaki 2024 (tokenization as finite-state transduction) and the pipeline
+A -> P -> S -> C of Pitfalls 2025 (``docs/references.md``). The public API is re-exported here
+and loaded on first use, so ``import tokfst_cli`` (or its alias ``import tokfst``) costs
+nothing until a name is touched::
 
-__version__ = "0.1.0"
+    import tokfst_cli as tokfst
+    model = tokfst.load_tokenizer("gpt2")
+    result = tokfst.build(model, "[0-9]{4}-[0-9]{2}-[0-9]{2}", canonical=True)
+    matcher = tokfst.Matcher(result.decoder(), eos=model.eos_id)
+
+The package is layered (``docs/architecture.md``): each subpackage imports only the layers
+below it. The module paths of release 0.1 (``tokfst_cli.constraint`` stays, ``tokfst_cli.matcher``,
+``tokfst_cli.logits``, ``tokfst_cli.marginal``, ``tokfst_cli.sample``, ...) still import, with a
+DeprecationWarning naming the new path (:mod:`tokfst_cli.compat`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from tokfst_cli import compat as _compat
+from tokfst_cli.support.meta import __version__ as __version__
+from tokfst_cli.support.meta import signal_line as signal_line
+
+_EXPORTS = {  # public name -> (module, attribute)
+    "build": ("tokfst_cli.pipeline", "build"),
+    "Limits": ("tokfst_cli.pipeline", "Limits"),
+    "Result": ("tokfst_cli.pipeline", "Result"),
+    "load_tokenizer": ("tokfst_cli.tokenizer.model", "load"),
+    "TokenizerModel": ("tokfst_cli.tokenizer.model", "TokenizerModel"),
+    "load": ("tokfst_cli.constraint", "load"),
+    "lazy": ("tokfst_cli.constraint", "lazy"),
+    "Decoder": ("tokfst_cli.constraint", "Decoder"),
+    "Matcher": ("tokfst_cli.decoding.matcher", "Matcher"),
+    "generate": ("tokfst_cli.decoding.matcher", "generate"),
+    "pack": ("tokfst_cli.decoding.matcher", "pack"),
+    "compile_schema": ("tokfst_cli.schema.compile", "compile_schema"),
+    "serialize": ("tokfst_cli.schema.serialize", "serialize"),
+    "Filters": ("tokfst_cli.filters.compose", "Filters"),
+    "TokfstError": ("tokfst_cli.errors", "TokfstError"),
+    "InputError": ("tokfst_cli.errors", "InputError"),
+    "LimitError": ("tokfst_cli.errors", "LimitError"),
+    "EmptyLanguageError": ("tokfst_cli.errors", "EmptyLanguageError"),
+    "DisallowedTokenError": ("tokfst_cli.errors", "DisallowedTokenError"),
+    "UsageError": ("tokfst_cli.errors", "UsageError"),
+    "DeadEnd": ("tokfst_cli.errors", "DeadEnd"),
+    "InternalError": ("tokfst_cli.errors", "InternalError"),
+}
+
+__all__ = sorted([*_EXPORTS, "__version__"])
+
+_compat.install()
 
 
-def signal_line(signum: int) -> str:
-    """The one line a run ended by a signal leaves on stderr (exit 128 + signum): SIGINT is
-    "interrupted", SIGTERM and SIGHUP "terminated". Said by whoever sees the signal first: the
-    entry point before the command runs (``__main__``), the command line, or the guarded child's
-    last resort (``guard``)."""
-    return "tokfst: interrupted" if signum == _signal.SIGINT else "tokfst: terminated"
+def __getattr__(name: str) -> Any:
+    """A public name, imported on first use; a moved module of release 0.1, with a warning."""
+    if name in _EXPORTS:
+        module, attr = _EXPORTS[name]
+        value = getattr(importlib.import_module(module), attr)
+        globals()[name] = value
+        return value
+    if name in _compat.MOVED:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+__all__ += ["signal_line"]

@@ -4,7 +4,7 @@ Signal handling comes first, before the command line and its heavy imports (type
 pynini, tokenizers: about a quarter of a second of start-up) are loaded. Until the command runs,
 nothing has been written, so SIGINT, SIGTERM or SIGHUP end the process at once with one line on
 stderr and exit 128 + the signal number (130, 143, 129), never a traceback; from then on
-:func:`tokfst_cli.cli.main` and its supervisor (:mod:`tokfst_cli.guard`) take over. A signal that
+:func:`tokfst_cli.cli.app.main` and its supervisor (:mod:`tokfst_cli.support.guard`) take over. A signal that
 was ignored when tokfst started (``nohup``, ``&`` in a script) stays ignored. Only the
 interpreter's own start-up (``site`` and ``.pth`` files, before any tokfst code) is Python's.
 """
@@ -12,9 +12,9 @@ interpreter's own start-up (``site`` and ``.pth`` files, before any tokfst code)
 import os
 import signal
 
-from . import signal_line
+from tokfst_cli.support.meta import signal_line
 
-SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # tokfst_cli.guard.FORWARDED
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # tokfst_cli.support.guard.FORWARDED
 
 
 def _stop(signum: int, frame) -> None:
@@ -35,7 +35,7 @@ def stop_on_signals() -> None:
 
 def main() -> None:
     stop_on_signals()
-    from .cli import main as cli_main  # the heavy imports
+    from tokfst_cli.cli.app import main as cli_main  # the heavy imports
 
     cli_main()
 

@@ -1,4 +1,5 @@
-"""One per-step decoder protocol for every artifact kind, and one loader (seed 003; seed 001 Sec. 3.2).
+"""One per-step decoder protocol for every artifact kind, and one loader (the structured-generation practical;
+Pitfalls 2025 Sec. 3.2).
 
 A decoder walks a constraint one token at a time, as a language model's decoding loop does:
 
@@ -15,7 +16,7 @@ which a completion reaches a final state (the factorized forms through their co-
 ``bpe.liveness``, ``maxmatch.liveness``). Each decoder also has ``bitmask(state)``,
 ``forced(state)`` and ``matcher(eos)`` (``matcher.Steps``). A loaded decoder's ``healing`` is
 the artifact's token healing (``healing.Healing``: the prompt, the kept token ids, how many of
-``encode(prompt)``'s tokens the constraint re-tokenizes; seed 001 Sec. 4.4), or None: then
+``encode(prompt)``'s tokens the constraint re-tokenizes; Pitfalls 2025 Sec. 4.4), or None: then
 ``initial()`` is already the state after the kept ids (a ``.fst`` file does not record it).
 """
 
@@ -28,11 +29,13 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 import numpy as np
 import pynini
 
-from .artifacts import FST_MAGIC, FstArrays, fst_arrays, read_artifact
-from .errors import DisallowedTokenError, InputError
-from .healing import Healing
-from .matcher import Steps, pack
-from .tokenizer import TokenizerModel
+from tokfst_cli.automata.arrays import FstArrays, fst_arrays
+from tokfst_cli.automata.fst_io import FST_MAGIC
+from tokfst_cli.decoding.healing import Healing
+from tokfst_cli.decoding.matcher import Steps, pack
+from tokfst_cli.errors import DisallowedTokenError, InputError, UsageError
+from tokfst_cli.support.files import read_artifact
+from tokfst_cli.tokenizer.model import TokenizerModel
 
 _OPENFST_MAGIC = FST_MAGIC.to_bytes(4, "little")
 BITMASK_BUDGET = 64 << 20  # bytes of packed bitmasks made at load
@@ -58,7 +61,7 @@ class _Table(Steps):
     (or, past ``LIST_MAX`` entries, memoryviews of their arrays): ``bitmask(state)`` at a fresh
     state is two lookups, no numpy call, and ``advance`` one binary search in the row.
 
-    ``terminals`` (seed 004 Sec. 2.5.1): bool masks over token ids; label ``vocab_size + j`` in a
+    ``terminals`` (Koo et al. 2024 Sec. 2.5.1): bool masks over token ids; label ``vocab_size + j`` in a
     row is terminal j: one token of its mask. A row's mask is its tokens and its terminals'
     masks; ``advance`` follows a token's own arc first, then the row's terminals in label order."""
 
@@ -173,8 +176,8 @@ class FstDecoder(_Table):
 
     def __init__(self, fst: pynini.Fst, vocab_size: int, model: TokenizerModel | None = None,
                  arrays: FstArrays | None = None):
-        from .index import by_label
-        from .terminals import terminals_of
+        from tokfst_cli.decoding.index import by_label
+        from tokfst_cli.text.terminals import terminals_of
 
         terminals = terminals_of(fst.input_symbols(), vocab_size)
         if terminals and model is None:
@@ -196,7 +199,7 @@ class IndexDecoder(_Table):
     def __init__(self, index: dict, arrays: _IndexArrays | None = None):
         a = arrays if arrays is not None else _index_arrays(index)
         if isinstance(a, str):
-            raise ValueError(f"not a valid tokfst-index: {a}")
+            raise UsageError(f"not a valid tokfst-index: {a}")
         masks = []
         for t in index.get("terminals", ()):
             masks.append(np.zeros(a.vocab, bool))
@@ -220,7 +223,7 @@ def _index(data: bytes, source: str) -> IndexDecoder:
     decoder = IndexDecoder(index, arrays)
     if "max_tokens" not in index:
         return decoder
-    from .filters import length
+    from tokfst_cli.filters import length
 
     a = arrays
     counted = length.CountedDecoder(decoder, index["max_tokens"], length.fewest(
@@ -250,7 +253,7 @@ def index_problem(index: dict) -> str | None:
 def _checked(index: dict) -> _IndexArrays | str:
     """The index's arrays after the version, checksum and structure checks, or what is wrong
     (in that order). The checksum is computed from the arrays when the structure allows it."""
-    from .index import COUNTED_VERSION, TERMINALS_VERSION, VERSION, checksum, checksum_of_arrays
+    from tokfst_cli.decoding.index import COUNTED_VERSION, TERMINALS_VERSION, VERSION, checksum, checksum_of_arrays
 
     expected = COUNTED_VERSION if "max_tokens" in index else TERMINALS_VERSION if "terminals" in index else VERSION
     if index.get("version") != expected:
@@ -373,7 +376,8 @@ def _element_problem(index: dict) -> str | None:
         return "final state out of range"
     for m in masks:
         a = np.asarray(m)
-        if a.ndim != 1 or (a.size and (a.dtype.kind != "i" or a[0] < 0 or a[-1] >= vocab + len(index.get("terminals") or ())
+        if a.ndim != 1 or (a.size and (a.dtype.kind != "i" or a[0] < 0
+                                      or a[-1] >= vocab + len(index.get("terminals") or ())
                                       or (np.diff(a) <= 0).any())):
             return "a mask is not a sorted list of token ids"
     for st in states:
@@ -392,10 +396,10 @@ def load(path: str, tokenizer: TokenizerModel | str | None = None) -> Decoder:
     fingerprint; the WordPiece factorized form and the lazy form (``promote --format lazy``:
     a ``lazy.LazyDecoder``) need it, the first to rebuild its tries, the second for its trie.
     """
-    from . import byte_table
-    from .bpe import factorized as bpe_factorized
-    from .maxmatch import factorized as mm_factorized
-    from .tokenizer import load as load_tokenizer
+    from tokfst_cli.bpe import factorized as bpe_factorized
+    from tokfst_cli.maxmatch import factorized as mm_factorized
+    from tokfst_cli.promotion import byte_table
+    from tokfst_cli.tokenizer.model import load as load_tokenizer
 
     model = load_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer
     data = read_artifact(path)
@@ -408,11 +412,11 @@ def load(path: str, tokenizer: TokenizerModel | str | None = None) -> Decoder:
     if data.startswith(mm_factorized.MAGIC):
         return mm_factorized.from_bytes(data, model, path)
     if data.startswith(byte_table.MAGIC):
-        from .lazy import from_artifact
+        from tokfst_cli.promotion.lazy import from_artifact
 
         return from_artifact(data, model, path)
     if data.startswith(_OPENFST_MAGIC):
-        from .artifacts import parse_fst
+        from tokfst_cli.automata.fst_io import parse_fst
 
         fst = parse_fst(data, path)  # the bytes already read: '-' (stdin) is read once
         _same_tokenizer(fst, model, path)
@@ -430,8 +434,8 @@ def lazy(tokenizer: TokenizerModel | str, pattern: str | None = None, *, schema:
     first use (``lazy.LazyDecoder``: no promotion); ``tokenizer`` a model, a path or a bundled
     name; ``filters=`` text-level ``Filters`` (``lazy.decoder``); ``promote --format lazy``
     writes the same decoder's artifact, which :func:`load` reads."""
-    from . import lazy as lazy_mod
-    from .tokenizer import load as load_tokenizer
+    from tokfst_cli.promotion import lazy as lazy_mod
+    from tokfst_cli.tokenizer.model import load as load_tokenizer
 
     model = load_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer
     return lazy_mod.decoder(model, pattern, schema=schema, automaton=automaton, **schema_options)
@@ -440,7 +444,7 @@ def lazy(tokenizer: TokenizerModel | str, pattern: str | None = None, *, schema:
 def _same_tokenizer(fst: pynini.Fst, model: TokenizerModel | None, path: str) -> None:
     """Refuse an automaton whose token symbol table (``symbols.token_table_name``: it names the
     tokenizer's fingerprint) is another tokenizer's; one without tokfst's table cannot be told."""
-    from .symbols import TOKEN_TABLE_PREFIX, token_table_name
+    from tokfst_cli.automata.symbols import TOKEN_TABLE_PREFIX, token_table_name
 
     table = fst.input_symbols()
     name = table.name() if table is not None else ""
@@ -452,7 +456,7 @@ def _vocab_of(fst: pynini.Fst, path: str) -> int:
     table = fst.input_symbols()
     if table is None:
         raise InputError(f"{path} has no symbol table to size its vocabulary", "load it with its tokenizer")
-    from .terminals import Terminal
+    from tokfst_cli.text.terminals import Terminal
 
     if Terminal.parse(table.find(table.num_symbols() - 1)) is not None:
         raise InputError(f"{path} has terminal labels, whose masks come from its tokenizer",

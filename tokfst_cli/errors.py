@@ -81,3 +81,17 @@ class DisallowedTokenError(TokfstError, ValueError):
     def __init__(self, token: int, state: Any):
         super().__init__(f"token {token} is not allowed in state {state}", token=token, state=state)
         self.token, self.state = token, state
+
+
+class UsageError(TokfstError, ValueError):
+    """A Python API called with an argument it cannot take (a wrong value or shape; exit 2)."""
+
+    exit_code = 2
+
+
+class DeadEnd(TokfstError, RuntimeError):
+    """A state with an empty mask where the sequence may not end (a factorized form's dead end)."""
+
+
+class InternalError(TokfstError, AssertionError):
+    """An invariant of a construction does not hold: a bug in tokfst, reported with its data."""

@@ -1,14 +1,15 @@
-"""The seed 001 pipeline, regex to constraint: A -> P -> S -> C (seed 001 Sec. 3, Fig. 1).
+"""The Pitfalls 2025 pipeline, regex to constraint: A -> P -> S -> C (Pitfalls 2025 Sec. 3, Fig. 1).
 
 ::
 
     pattern --A--> byte DFA --P--> text automaton --S--> token automaton --C--> canonical
              regex.py       preprocess (identity         promote.py:           bpe/product.py,
-             seed 000 §5    for BPE and agnostic        MIN(PROJ(A o T))       bpe/explicit.py,
-                            promotion; WordPiece:       seed 000 Eq. 3,        bpe/gadgets.py,
+             Cognetta & Okazaki 2024 §5    for BPE and agnostic        MIN(PROJ(A o T))       bpe/explicit.py,
+                            promotion; WordPiece:       Cognetta & Okazaki 2024 Eq. 3,        bpe/gadgets.py,
                             maxmatch/wordtext X)        Lemma 1                maxmatch/product.py,
-                            seed 001 §3.1                                      maxmatch/composition.py
-                                                                               seed 000 §6, seed 001 §3.3
+                            Pitfalls 2025 §3.1                                      maxmatch/composition.py
+                                                                               Cognetta & Okazaki 2024 §6,
+                                                                               Pitfalls 2025 §3.3
 
 A   :func:`accept`: the regex's minimal deterministic byte acceptor.
 P   :func:`preprocess`: what the model sees of the text. BPE, canonical (pipeline level):
@@ -40,12 +41,13 @@ from typing import Any, Callable
 
 import pynini
 
-from .errors import InputError, LimitError
-from .filters import NONE as NO_FILTERS, Filters
-from .progress import stage
-from .promote import promote as promote_agnostic
-from .regex import ByteAutomaton, compile_regex
-from .tokenizer import TokenizerModel
+from tokfst_cli.errors import InputError, LimitError, UsageError
+from tokfst_cli.filters.compose import NONE as NO_FILTERS
+from tokfst_cli.filters.compose import Filters
+from tokfst_cli.promotion.promote import promote as promote_agnostic
+from tokfst_cli.support.progress import stage
+from tokfst_cli.text.regex import ByteAutomaton, compile_regex
+from tokfst_cli.tokenizer.model import TokenizerModel
 
 METHODS = {"bpe": ("implicit", "precomputed", "gadgets"), "wordpiece": ("product", "aho")}
 PROBE_ARCS = 1 << 19  # max_tokens over a cyclic S: C(S) is tried up to this many arcs (_canonical_counted)
@@ -80,7 +82,7 @@ class Result:
     healing: Any = None  # with a prompt: healing.Healing (the kept prefix, the re-tokenized tail)
     terminals: list = field(default_factory=list)  # terminals.Terminal j: token label vocab_size + 1 + j
     counted: Any = None  # filters.length.Counted: max_tokens kept as S and N (the product made on first use)
-    arrays: Any = field(default=None, repr=False)  # artifacts.FstArrays of the acceptor decoder() reads, if read already
+    arrays: Any = field(default=None, repr=False)  # artifacts.FstArrays of the acceptor decoder() reads, if read
 
     @property
     def fst(self) -> pynini.Fst | None:
@@ -100,12 +102,12 @@ class Result:
     def to_bytes(self) -> bytes:
         """The factorized artifact (``tokfst-factorized`` / ``tokfst-factorized-maxmatch``)."""
         if self.serialize is None:
-            raise ValueError("a materialized result has no factorized artifact; write its fst or index")
+            raise UsageError("a materialized result has no factorized artifact; write its fst or index")
         return self.serialize()
 
     def index(self) -> dict:
-        """The coalesced JSON index of the materialized acceptor (seed 003)."""
-        from .index import build_index
+        """The coalesced JSON index of the materialized acceptor (the structured-generation practical)."""
+        from tokfst_cli.decoding.index import build_index
 
         fst = self.counted.fst if self.counted is not None else self.fst
         return build_index(fst, self.model, self.pattern, self.limits.max_states,
@@ -115,7 +117,7 @@ class Result:
 
     def decoder(self):
         """The per-step decoder (``initial``, ``mask``, ``advance``, ``is_final``)."""
-        from .constraint import FstDecoder
+        from tokfst_cli.constraint import FstDecoder
 
         if not self.materialized:
             live = getattr(self.lazy, "live", None)  # factorized BPE: its units' live tokens made now
@@ -132,9 +134,9 @@ class Result:
 
 # ---- the stages --------------------------------------------------------------------------------
 def accept(pattern: str, limits: Limits = Limits(), model: TokenizerModel | None = None) -> ByteAutomaton:
-    """A: the regex's minimal deterministic byte acceptor (seed 000 Sec. 5). With ``model``, the
+    """A: the regex's minimal deterministic byte acceptor (Cognetta & Okazaki 2024 Sec. 5). With ``model``, the
     next stage is A o T over its lexicon, whose size bound may refuse a long repetition first."""
-    from .promote import chain_bound
+    from tokfst_cli.promotion.promote import chain_bound
 
     check = chain_bound(model, limits.max_states) if model is not None else None
     return compile_regex(pattern, max_states=limits.max_states, chain_check=check)
@@ -142,15 +144,15 @@ def accept(pattern: str, limits: Limits = Limits(), model: TokenizerModel | None
 
 def preprocess(model: TokenizerModel, automaton: ByteAutomaton, canonical: bool = False,
                limits: Limits = Limits(), level: str = "pipeline", cache: bool = True) -> pynini.Fst:
-    """P: the text as the model sees it (seed 001 Sec. 3.1); see the module docstring."""
+    """P: the text as the model sees it (Pitfalls 2025 Sec. 3.1); see the module docstring."""
     if canonical and model.family == "wordpiece":
-        from .maxmatch.wordtext import text_automaton
-        from .pretok import added
+        from tokfst_cli.maxmatch.wordtext import text_automaton
+        from tokfst_cli.pretok import added
 
         added.check_wordpiece(model, automaton.fst)
         return text_automaton(model, automaton.fst, limits.max_states)
     if canonical and level == "pipeline":
-        from .pretok import added, build, image
+        from tokfst_cli.pretok import added, build, image
 
         p = image.for_model(model, cache)
         added.check(model, automaton.fst, build.normalizer(model.normalizer) if added.contents(model, True) else None)
@@ -160,7 +162,7 @@ def preprocess(model: TokenizerModel, automaton: ByteAutomaton, canonical: bool 
 
 def promote(model: TokenizerModel, automaton: ByteAutomaton, limits: Limits = Limits(),
             lexicon: pynini.Fst | None = None, cache: bool = True, marked: bool = False) -> pynini.Fst:
-    """S: MIN(PROJ(A o T)), every tokenization of the language (seed 000 Eq. 3); ``marked``:
+    """S: MIN(PROJ(A o T)), every tokenization of the language (Cognetta & Okazaki 2024 Eq. 3); ``marked``:
     S_M over pre-tokenized text with T_M (boundary label kept)."""
     return _promote(model, automaton, limits, lexicon, cache, marked).fst
 
@@ -214,7 +216,7 @@ def _materialized_or_factorized(result: Result, materialize: Callable[[], pynini
 
 def _factorized_pair(decoder, pattern: str) -> tuple[Any, Callable[[], bytes]]:
     """A factorized BPE decoder and its artifact's serializer."""
-    from .bpe import factorized
+    from tokfst_cli.bpe import factorized
 
     return decoder, lambda: factorized.to_bytes(decoder, pattern)
 
@@ -222,15 +224,15 @@ def _factorized_pair(decoder, pattern: str) -> tuple[Any, Callable[[], bytes]]:
 def canonicalize_bpe(model: TokenizerModel, automaton: ByteAutomaton, agnostic: pynini.Fst, method: str,
                      limits: Limits, artifact: str | None, factorized_ok: bool, result: Result,
                      level: str = "model", count: int | None = None) -> Result:
-    """C for BPE (seed 000 Sec. 6.3-6.5): gadgets (Eq. 4), precomputed (Eq. 5) or implicit.
+    """C for BPE (Cognetta & Okazaki 2024 Sec. 6.3-6.5): gadgets (Eq. 4), precomputed (Eq. 5) or implicit.
 
     ``level="pipeline"``: ``agnostic`` is S_M over pre-tokenized text; A_BPE restarts at every
     boundary (``bpe.pretokenized``). ``count`` (``max_tokens`` N): a factorized form is made
     within N tokens (``bpe.counted``); a materialized one is not (the caller counts it)."""
-    from .bpe import implicit, product
+    from tokfst_cli.bpe import counted, implicit, product
 
     if method == "gadgets":
-        from .bpe.gadgets import promote_gadgets
+        from tokfst_cli.bpe.gadgets import promote_gadgets
 
         result.fst = promote_gadgets(automaton, model)
         return result
@@ -238,25 +240,25 @@ def canonicalize_bpe(model: TokenizerModel, automaton: ByteAutomaton, agnostic: 
     if level == "pipeline":
         return _canonicalize_pretokenized(model, agnostic, imp, method, limits, factorized_ok, result, count)
     if method == "precomputed":
-        from .bpe.explicit import explicit_automaton, intersect
+        from tokfst_cli.bpe.explicit import explicit_automaton, intersect
 
         result.fst = intersect(agnostic, explicit_automaton(imp, model, max_arcs=limits.max_arcs))
         return result
     return _materialized_or_factorized(
         result, lambda: product.materialize(agnostic, imp, max_arcs=limits.max_arcs),
-        lambda: _factorized_pair(product.factorize(agnostic, imp, count), result.pattern),
+        lambda: _factorized_pair(counted.factorize(agnostic, imp, count), result.pattern),
         factorized_ok)
 
 
 def _canonicalize_pretokenized(model: TokenizerModel, marked: pynini.Fst, imp, method: str, limits: Limits,
                                factorized_ok: bool, result: Result, count: int | None = None) -> Result:
-    from .bpe import pretokenized
-    from .lexicon import marker_label
-    from .symbols import token_table
+    from tokfst_cli.automata.symbols import token_table
+    from tokfst_cli.bpe import pretokenized
+    from tokfst_cli.promotion.lexicon import marker_label
 
     marker = marker_label(model)
     if method == "precomputed":
-        from .bpe.explicit import explicit_automaton, intersect_marked
+        from tokfst_cli.bpe.explicit import explicit_automaton, intersect_marked
 
         if imp.derived.get("replaced"):
             raise InputError("method precomputed cannot apply ignore_merges per pre-token",
@@ -275,9 +277,9 @@ def _canonicalize_pretokenized(model: TokenizerModel, marked: pynini.Fst, imp, m
 
 def canonicalize_maxmatch(model: TokenizerModel, automaton: ByteAutomaton, text: pynini.Fst, method: str,
                           limits: Limits, artifact: str | None, factorized_ok: bool, result: Result) -> Result:
-    """S + C for WordPiece (seed 000 Sec. 6.2): the greedy product, or MIN(PROJ(X o T_Aho))."""
-    from .maxmatch import composition, factorized, product
-    from .maxmatch.wordtext import longest_word
+    """S + C for WordPiece (Cognetta & Okazaki 2024 Sec. 6.2): the greedy product, or MIN(PROJ(X o T_Aho))."""
+    from tokfst_cli.maxmatch import composition, factorized, product
+    from tokfst_cli.maxmatch.wordtext import longest_word
 
     machine = product.machine_of_text(model, text)
     if method == "aho":
@@ -297,7 +299,7 @@ def canonicalize_maxmatch(model: TokenizerModel, automaton: ByteAutomaton, text:
             lambda: (machine, lambda: factorized.to_bytes(machine, model, result.pattern)), factorized_ok,
             lambda: product.exceeds(machine, limits.max_states, limits.max_arcs))
     if result.fst is not None:
-        from .symbols import token_table
+        from tokfst_cli.automata.symbols import token_table
 
         table = token_table(model)
         result.fst.set_input_symbols(table)
@@ -327,7 +329,7 @@ def _honours_cache(fn: Callable[..., Result]) -> Callable[..., Result]:
     canonical artifacts), not only what takes the flag."""
     @functools.wraps(fn)
     def wrapper(*args: Any, cache: bool = True, **options: Any) -> Result:
-        from . import cache as cache_mod
+        from tokfst_cli.support import cache as cache_mod
 
         with cache_mod.bypassed(not cache):
             return fn(*args, cache=cache, **options)
@@ -347,11 +349,11 @@ def build(model: TokenizerModel, pattern: str, *, canonical: bool = False, metho
     ``factorized_ok=False`` turns a too-big canonical automaton into a ``LimitError``.
     ``level`` (BPE, canonical): "pipeline" keeps what ``encode`` produces for the text
     (normalizer, pre-tokenizer, model; stage P), "model" what the BPE model produces for the
-    text as one pre-token. ``filters`` (seed 001 Sec. 4): text-level ones restrict A, token-level
-    ones S (before C). ``prompt`` (canonical only): token healing by construction (seed 001
+    text as one pre-token. ``filters`` (Pitfalls 2025 Sec. 4): text-level ones restrict A, token-level
+    ones S (before C). ``prompt`` (canonical only): token healing by construction (Pitfalls 2025
     Sec. 4.4): the prompt's text is prepended to A; ``Result.healing`` tells the kept prefix.
     ``automaton``: stage A's byte DFA given directly (e.g. a JSON Schema's); ``pattern`` then only
-    names it. ``terminals`` (agnostic): wildcard loops as terminal labels (seed 004 Sec. 2.5.1,
+    names it. ``terminals`` (agnostic): wildcard loops as terminal labels (Koo et al. 2024 Sec. 2.5.1,
     ``terminals.py``); ``Result.terminals`` lists them.
     """
     method = check_method(model, canonical, method, level)
@@ -379,7 +381,7 @@ def build(model: TokenizerModel, pattern: str, *, canonical: bool = False, metho
             promoted = _promote(model, ByteAutomaton(text, pattern), limits, lex, cache, marked, terminals)
             agnostic, result.terminals, arrays = promoted.fst, promoted.terminals, promoted.arrays
             if others.token_level() and method != "gadgets":
-                from .filters import apply_tokens_arrays
+                from tokfst_cli.filters.compose import apply_tokens_arrays
 
                 agnostic, arrays = apply_tokens_arrays(model, agnostic, others, _marker(model, marked),
                                                        max_states=limits.max_states, arrays=promoted.arrays,
@@ -397,7 +399,7 @@ def build(model: TokenizerModel, pattern: str, *, canonical: bool = False, metho
         with stage("the token-count filter (max_tokens)"):
             _count_tokens(result, filters)
     if prompt is not None:
-        from . import healing
+        from tokfst_cli.decoding import healing
 
         with stage("token healing at the prompt's end"):
             result.healing = healing.settle(result, prompt)
@@ -407,7 +409,7 @@ def build(model: TokenizerModel, pattern: str, *, canonical: bool = False, metho
 
 def _refuse_token_groups(a: ByteAutomaton, what: str) -> None:
     """Token-level groups ((?P<TEXT_TOKEN>)) are single tokens, not text: agnostic promotion only."""
-    from .terminals import placeholder_kinds
+    from tokfst_cli.text.terminals import placeholder_kinds
 
     kinds = placeholder_kinds(a.fst)
     if kinds:
@@ -420,18 +422,18 @@ def _text_filters(model: TokenizerModel, a: ByteAutomaton, filters: Filters, pro
     """A restricted by the text-level filters, then the prompt's text before it."""
     fst = a.fst
     if filters.text_level():
-        from .filters import apply_text
+        from tokfst_cli.filters.compose import apply_text
 
         fst = apply_text(model, fst, filters)
     if prompt is not None:
-        from . import healing
+        from tokfst_cli.decoding import healing
 
         fst = healing.prefixed(model, fst, prompt)
     return a if fst is a.fst else ByteAutomaton(fst, a.pattern)
 
 
 def _marker(model: TokenizerModel, marked: bool) -> int | None:
-    from .lexicon import marker_label
+    from tokfst_cli.promotion.lexicon import marker_label
 
     return marker_label(model) if marked else None
 
@@ -462,7 +464,7 @@ def _canonical_counted(model: TokenizerModel, a: ByteAutomaton, agnostic: pynini
         return True
     except LimitError:
         result.lazy = result.serialize = result.overflow = None
-    from .filters import apply_tokens
+    from tokfst_cli.filters.compose import apply_tokens
 
     counted = apply_tokens(model, agnostic, Filters(max_tokens=filters.max_tokens), _marker(model, marked),
                            max_states=limits.max_states)
@@ -474,7 +476,7 @@ def _count_tokens(result: Result, filters: Filters) -> None:
     """max_tokens on a materialized result (C(S ∩ F_N) = C(S) ∩ F_N), kept as itself and N
     (``filters.length.Counted``: no product unless its fst is asked for); a factorized
     (WordPiece) one is refused by name."""
-    from .filters import length
+    from tokfst_cli.filters import length
 
     if result._fst is None:
         _refuse_factorized(filters)
@@ -487,7 +489,7 @@ def _count_tokens(result: Result, filters: Filters) -> None:
 
 def _no_sequence(filters: Filters) -> Exception:
     """No token sequence passes the token filters (the text filters are named where they act)."""
-    from .filters import tokens
+    from tokfst_cli.filters import tokens
 
     return tokens.no_sequence([n for n in filters.names() if n not in ("scripts", "ascii", "nfc")])
 
@@ -509,6 +511,6 @@ def _token_filters_after(model: TokenizerModel, result: Result, filters: Filters
     filters = replace(filters, max_tokens=None)
     if not filters.token_level():
         return
-    from .filters import apply_tokens
+    from tokfst_cli.filters.compose import apply_tokens
 
     result.fst = apply_tokens(model, result.fst, filters, max_states=result.limits.max_states)

@@ -18,12 +18,12 @@ from pathlib import Path
 import pynini
 import pytest
 
-from tokfst_cli import catalogue
 from tokfst_cli.bench import corpus as corpus_mod
 from tokfst_cli.bench import peers, report
 from tokfst_cli.bench.common import FORMAT, VERSION
 from tokfst_cli.cli.errors import word
 from tokfst_cli.errors import InputError
+from tokfst_cli.text import catalogue
 
 from ..helpers import SIX_REGEXES, accepts
 from ..runner import Run, tokfst

@@ -1,4 +1,4 @@
-"""``tokfst bench filters`` and ``tokfst bench inspect`` (issue #14) on a tiny BPE: every cell ran,
+"""``tokfst bench filters`` and ``tokfst bench inspect`` on a tiny BPE: every cell ran,
 the figures are consistent with the library's own results, the internal checks pass."""
 
 from __future__ import annotations
@@ -7,9 +7,10 @@ import json
 
 import pytest
 
-from tokfst_cli import inspection, tokenizer as tokmod
+from tokfst_cli.analysis import inspection
 from tokfst_cli.bench.filters import FILTERS, filters_table
 from tokfst_cli.bench.inspect import inspect_table
+from tokfst_cli.tokenizer import model as tokmod
 
 from ..cli.test_battery import BASES
 
@@ -72,7 +73,8 @@ def test_filters_pairs_swap_their_order_every_pair():
 def test_filters_ratio_is_the_median_of_the_pairs_ratios():
     """A pair's two runs are adjacent in time: the ratio is taken per pair, then the median
     (here 1.1, where the medians' ratio would be 1.0); an error cell has none."""
-    from tokfst_cli.bench import common, filters as bench_filters
+    from tokfst_cli.bench import common
+    from tokfst_cli.bench import filters as bench_filters
 
     assert bench_filters.pair_ratio(common.ok([1.0, 3.0, 2.0]), common.ok([2.0, 3.3, 2.0])) == pytest.approx(1.1)
     assert bench_filters.pair_ratio(common.ok([1.0]), common.error("past max_arcs")) is None

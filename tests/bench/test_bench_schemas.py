@@ -1,4 +1,4 @@
-"""``tokfst bench schemas`` (issue #15) and its corpus, tests/data/schemas (SchemaStore, Apache-2.0).
+"""``tokfst bench schemas`` and its corpus, tests/data/schemas (SchemaStore, Apache-2.0).
 
 * the bench on four small corpus files and a schema over a limit, peers included (they are installed: an import failure
   fails the test): every status is the one compile_schema, pipeline.build and each peer give
@@ -24,12 +24,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokfst_cli import pipeline, tokenizer as tokmod
+from tokfst_cli import pipeline
 from tokfst_cli.bench import schema_workers, schemas
 from tokfst_cli.bench.engines import PEERS, XGRAMMAR
 from tokfst_cli.errors import InputError, LimitError
-from tokfst_cli.regex import compile_regex
-from tokfst_cli.schema import compile_schema
+from tokfst_cli.schema.compile import compile_schema
+from tokfst_cli.text.regex import compile_regex
+from tokfst_cli.tokenizer import model as tokmod
 
 from ..runner import run
 

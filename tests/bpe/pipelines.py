@@ -1,5 +1,5 @@
 """Tokenizers trained here by HF's BpeTrainer under the pipelines the major BPE families publish,
-and texts that probe them (issue #11).
+and texts that probe them.
 
 The normalizer and pre-tokenizer blocks are the public tokenizer.json blocks of each family:
 GPT-2's ByteLevel regex; cl100k/Llama-3-style (``(?i:...)`` contractions, ``\\p{N}{1,3}``) and
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, pre_tokenizers, trainers
 
-from tokfst_cli.tokenizer import from_json
+from tokfst_cli.tokenizer.model import from_json
 
 from ..pretok.test_split import FAMILIES
 

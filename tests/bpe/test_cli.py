@@ -1,4 +1,4 @@
-"""The command line on BPE tokenizers (issue #3): ``canonical-check`` against HF's BPE model,
+"""The command line on BPE tokenizers: ``canonical-check`` against HF's BPE model,
 ``promote --canonical`` with every method and form, ``compile-bpe --form fst|gadgets``.
 
 Run in process (:func:`tests.runner.run`); OpenFst's own tools read the files written.
@@ -12,7 +12,7 @@ import pynini
 import pytest
 
 from tokfst_cli.bpe import factorized, implicit
-from tokfst_cli.reference import HfReference
+from tokfst_cli.tokenizer.reference import HfReference
 
 from ..helpers import SIX_REGEXES
 from ..runner import run, tool

@@ -1,4 +1,4 @@
-"""Merge gadgets and the Eq. 4 cascade (seed 000 Sec. 6.3-6.4) against Hugging Face's BPE model.
+"""Merge gadgets and the Eq. 4 cascade (Cognetta & Okazaki 2024 Sec. 6.3-6.4) against Hugging Face's BPE model.
 
 The oracle is always HF (``Tokenizer.model.tokenize`` on one word): tiny tokenizers trained here
 by HF's BpeTrainer (plain/Whitespace and byte-level), a hand-written tokenizer.json with (a, a)
@@ -18,17 +18,31 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from tokfst_cli import lexicon, tokenizer
 from tokfst_cli.bpe.gadgets import (
-    MergeTable, block_gadget, canonical_automaton, cascade, gadget, initial_symbols_acceptor,
-    promote_gadgets, strings_acceptor,
+    MergeTable,
+    block_gadget,
+    canonical_automaton,
+    cascade,
+    gadget,
+    initial_symbols_acceptor,
+    promote_gadgets,
+    strings_acceptor,
 )
 from tokfst_cli.errors import EmptyLanguageError, InputError, LimitError
-from tokfst_cli.promote import promote
-from tokfst_cli.regex import compile_regex
+from tokfst_cli.promotion import lexicon
+from tokfst_cli.promotion.promote import promote
+from tokfst_cli.text.regex import compile_regex
+from tokfst_cli.tokenizer import model as tokenizer
 
 from ..helpers import (
-    accepts, count_segmentations, finals, hf_model_ids, segmentations, spell, surface_index, transitions,
+    accepts,
+    count_segmentations,
+    finals,
+    hf_model_ids,
+    segmentations,
+    spell,
+    surface_index,
+    transitions,
 )
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

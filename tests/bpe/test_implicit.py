@@ -1,4 +1,4 @@
-"""Canonical BPE (issue #3): the implicit A_BPE, its artifact and explicit form, against Hugging Face's BPE model.
+"""Canonical BPE: the implicit A_BPE, its artifact and explicit form, against Hugging Face's BPE model.
 
 HF's model (``Tokenizer.model.tokenize``, no normalizer or pre-tokenizer) is the oracle: a pair
 (u, v) is allowed iff HF tokenizes text(u) text(v) as [u, v]; a sequence is canonical iff HF
@@ -20,12 +20,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
-from tokfst_cli import tokenizer as tokmod
 from tokfst_cli.bpe import implicit
-from tokfst_cli.bpe.canonical import model_text
 from tokfst_cli.bpe.explicit import explicit_automaton
-from tokfst_cli.reference import HfReference
 from tokfst_cli.errors import InputError
+from tokfst_cli.tokenizer import model as tokmod
+from tokfst_cli.tokenizer.model import model_text
+from tokfst_cli.tokenizer.reference import HfReference
 
 from ..conftest import TOKENIZERS, words100
 from ..helpers import accepts, finals, transitions
@@ -95,8 +95,10 @@ def test_random_pairs_agree_with_hf(name):
         by_last.setdefault(s[-1], []).append(int(t))
         by_first.setdefault(s[0], []).append(int(t))
     us, vs = [], []
-    us += list(rng.choice(toks, 17000)); vs += list(rng.choice(toks, 17000))
-    us += list(rng.choice(short, 17000)); vs += list(rng.choice(short, 17000))
+    us += list(rng.choice(toks, 17000))
+    vs += list(rng.choice(toks, 17000))
+    us += list(rng.choice(short, 17000))
+    vs += list(rng.choice(short, 17000))
     merges = model.merges
     for k in rng.integers(0, len(merges), 16000):
         a, b = merges[k]

@@ -1,4 +1,4 @@
-"""Masks without dead ends (issue #12, item 1): the factorized canonical BPE forms offer exactly the
+"""Masks without dead ends (item 1): the factorized canonical BPE forms offer exactly the
 tokens after which a canonical completion exists, i.e. the materialized (trimmed, minimal)
 automaton's masks, at every reachable state; random mask-following walks never meet an empty
 mask at a non-final state; the co-reachability table survives the artifact."""
@@ -11,12 +11,13 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
-from tokfst_cli import catalogue, pipeline
-from tokfst_cli import tokenizer as tokmod
+from tokfst_cli import pipeline
 from tokfst_cli.bpe import factorized
-from tokfst_cli.constraint import FstDecoder, IndexDecoder
 from tokfst_cli.bpe.word import DEAD, START
+from tokfst_cli.constraint import FstDecoder, IndexDecoder
 from tokfst_cli.errors import InputError, LimitError
+from tokfst_cli.text import catalogue
+from tokfst_cli.tokenizer import model as tokmod
 
 from ..walks import equal_masks, walks
 from .common import synthetic_tokenizer
@@ -199,7 +200,8 @@ def test_one_token_steps_equal_the_vectorized_ones(tokenizer, name):
         ok = np.flatnonzero(word.step.follow(fb))[rng.integers(0, 10**9, 200) % int(word.step.follow(fb).sum())]
         for cls in (START, int(word.classes[ok[0]])):
             cs, fs, ns = word.after(cls, fb, DEAD, ok)
-            assert [word.after_one(cls, fb, DEAD, int(t)) for t in ok] == list(zip(cs.tolist(), fs.tolist(), ns.tolist()))
+            assert ([word.after_one(cls, fb, DEAD, int(t)) for t in ok]
+                    == list(zip(cs.tolist(), fs.tolist(), ns.tolist())))
 
 
 def test_writing_a_factorized_artifact_does_not_load_numba():
@@ -208,7 +210,7 @@ def test_writing_a_factorized_artifact_does_not_load_numba():
     import subprocess
     import sys
 
-    code = ("import sys\nfrom tokfst_cli import pipeline, tokenizer\n"
+    code = ("import sys\nfrom tokfst_cli import pipeline\nfrom tokfst_cli.tokenizer import model as tokenizer\n"
             "r = pipeline.build(tokenizer.load('gpt2'), '(ab|abc)( x)?', canonical=True, "
             "limits=pipeline.Limits(max_arcs=1))\n"
             "data = r.to_bytes()\nprint('numba' in sys.modules)\n"
@@ -220,8 +222,8 @@ def test_writing_a_factorized_artifact_does_not_load_numba():
 @given(keys=st.lists(st.integers(0, 5000), max_size=300), spread=st.sampled_from([1, 10_000]))
 @settings(max_examples=60, deadline=None)
 def test_distinct_is_unique(keys, spread):
-    """liveness.distinct (a bool table for a narrow range, else a sort) is np.unique."""
-    from tokfst_cli.bpe.liveness import distinct
+    """units.distinct (a bool table for a narrow range, else a sort) is np.unique."""
+    from tokfst_cli.bpe.units import distinct
 
     a = np.array(keys, np.int64) * spread
     assert np.array_equal(distinct(a), np.unique(a))

@@ -1,4 +1,4 @@
-"""Merge lists whose traces pop out of rank order (issue #11, item 4): exact, against HF's model.
+"""Merge lists whose traces pop out of rank order (item 4): exact, against HF's model.
 
 The tokenizer is GPT-2's vocabulary turned into a rank table with some ranks moved earlier and
 converted to merges the way tiktoken rank tables are (``rank_table_tokenizer``): hundreds of
@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer
 
-from tokfst_cli import tokenizer as tokmod
 from tokfst_cli.bpe import implicit, trace
 from tokfst_cli.bpe.hf import HfBpe
-from tokfst_cli.bpe.trace import model_text
+from tokfst_cli.tokenizer import model as tokmod
+from tokfst_cli.tokenizer.model import model_text
 
 from .common import rank_table_tokenizer, trained_tokenizer
 

@@ -1,4 +1,4 @@
-"""Canonical BPE on the whole pipeline (issue #11) against ``encode(text, add_special_tokens=False).ids``.
+"""Canonical BPE on the whole pipeline against ``encode(text, add_special_tokens=False).ids``.
 
 For tokenizers trained here under each family's normalizer and pre-tokenizer blocks
 (``pipelines.CONFIGS``) and the real GPT-2 and Llama-2 files:
@@ -22,13 +22,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
-from tokfst_cli import check, pipeline
+from tokfst_cli import pipeline
+from tokfst_cli.analysis import check
+from tokfst_cli.automata.symbols import MARKER
 from tokfst_cli.constraint import FstDecoder
 from tokfst_cli.errors import DisallowedTokenError, InputError
 from tokfst_cli.pretok import image
-from tokfst_cli.regex import compile_regex
-from tokfst_cli.symbols import MARKER
-from tokfst_cli.tokenizer import from_json
+from tokfst_cli.text.regex import compile_regex
+from tokfst_cli.tokenizer.model import from_json
 
 from ..conftest import TOKENIZERS
 from ..runner import run
@@ -261,7 +262,7 @@ def test_sampled_languages(name):
 def test_bench_regexes(name):
     """The six bench regexes: encode(s) of 500 sampled s is accepted; 100 sampled paths re-encode
     (5 through a factorized form, e-mail on the real tokenizers)."""
-    from tokfst_cli import catalogue
+    from tokfst_cli.text import catalogue
 
     check_sampled(name, catalogue.six(), 100, 5)
 

@@ -1,4 +1,4 @@
-"""Canonical promotion (issue #3): materialized and factorized forms against HF's BPE model."""
+"""Canonical promotion: materialized and factorized forms against HF's BPE model."""
 
 from __future__ import annotations
 
@@ -8,19 +8,29 @@ import numpy as np
 import pynini
 import pytest
 
-from tokfst_cli import tokenizer as tokmod
 from tokfst_cli.bpe import implicit
+from tokfst_cli.bpe.counted import factorize
 from tokfst_cli.bpe.explicit import explicit_automaton
 from tokfst_cli.bpe.gadgets import canonical_automaton, promote_gadgets
-from tokfst_cli.bpe.product import factorize, materialize
-from tokfst_cli.bpe.canonical import model_text
-from tokfst_cli.reference import HfReference
-from tokfst_cli.promote import promote
-from tokfst_cli.regex import compile_regex
-from tokfst_cli.lexicon import build as build_lexicon
+from tokfst_cli.bpe.product import materialize
+from tokfst_cli.promotion.lexicon import build as build_lexicon
+from tokfst_cli.promotion.promote import promote
+from tokfst_cli.text.regex import compile_regex
+from tokfst_cli.tokenizer import model as tokmod
+from tokfst_cli.tokenizer.model import model_text
+from tokfst_cli.tokenizer.reference import HfReference
 
 from ..conftest import words100
-from ..helpers import SIX_REGEXES, distance_to_final, accepts, add_words_regex, finals, fullmatch, sample_paths, transitions
+from ..helpers import (
+    SIX_REGEXES,
+    accepts,
+    add_words_regex,
+    distance_to_final,
+    finals,
+    fullmatch,
+    sample_paths,
+    transitions,
+)
 from .common import compiled, synthetic_tokenizer, trained_tokenizer
 
 REGEXES = add_words_regex(SIX_REGEXES, words100())
@@ -93,7 +103,8 @@ def _distance_to_final(fz) -> np.ndarray:
 
 def _small_cases(tmp_path):
     for ignore in (False, True):
-        yield tokmod.load(synthetic_tokenizer(tmp_path, ignore)), ["(ab|ba)+c?", "[abc]{1,6}", "(x|y|z)+", "bca|b?ca", "(?s).*"]
+        yield tokmod.load(synthetic_tokenizer(tmp_path, ignore)), ["(ab|ba)+c?", "[abc]{1,6}", "(x|y|z)+", "bca|b?ca",
+                                                                   "(?s).*"]
     for opts in ({}, {"end_of_word_suffix": "</w>"}, {"continuing_subword_prefix": "##"}, {"ignore_merges": True}):
         path = trained_tokenizer(tmp_path, 300, **opts)
         yield tokmod.load(path), list(REGEXES.values()) + ["(?s).{0,4}", "[a-z]+"]

@@ -1,1 +1,1 @@
-"""Tests of tokfst_cli.cli: the command line's help, output, errors, cache and colour, and ``tokfst draw``."""
+"""Tests of tokfst_cli.cli.app: the command line's help, output, errors, cache and colour, and ``tokfst draw``."""

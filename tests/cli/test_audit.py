@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tokfst_cli import check
+from tokfst_cli.analysis import check
 from tokfst_cli.errors import InputError
 
 from ..runner import make_env, run, tokfst

@@ -1,4 +1,4 @@
-"""Bad-input battery (issue #13), inputs: tokenizer.json files and canonical-check lines.
+"""Bad-input battery, inputs: tokenizer.json files and canonical-check lines.
 
 Every bad input ends the same way: exit 2 (1 for an empty result), exactly one stderr line
 ``tokfst: error: ...`` naming the problem, no traceback, no "internal error", and no output

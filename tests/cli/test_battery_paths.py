@@ -1,4 +1,4 @@
-"""Bad-input battery (issue #13), paths: odd files as every path argument, and where outputs go.
+"""Bad-input battery, paths: odd files as every path argument, and where outputs go.
 
 Path arguments (TOKENIZER, IN, OUT, --artifact, -f) given a directory, a read-only directory,
 /dev/null or a FIFO: a one-line error with exit 2, or, where the path is usable (a FIFO with a

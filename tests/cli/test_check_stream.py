@@ -1,4 +1,4 @@
-"""canonical-check in chunks (issue #13): the same bytes and exit codes as the whole-input version.
+"""canonical-check in chunks: the same bytes and exit codes as the whole-input version.
 
 The reference is a copy of the command as it was before streaming (read all lines, parse all,
 check all, report), run on the same input; the new command runs in process with small chunks
@@ -20,7 +20,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokfst_cli import check
+from tokfst_cli.analysis import check
+from tokfst_cli.automata.symbols import escape, unescape
 from tokfst_cli.bench.check import sample_lines
 from tokfst_cli.bpe import implicit
 from tokfst_cli.cli.common import read_text
@@ -28,8 +29,7 @@ from tokfst_cli.cli.errors import word
 from tokfst_cli.errors import InputError
 from tokfst_cli.maxmatch import product
 from tokfst_cli.pretok import added
-from tokfst_cli.reference import HfReference
-from tokfst_cli.symbols import escape, unescape
+from tokfst_cli.tokenizer.reference import HfReference
 
 from ..runner import run
 
@@ -262,7 +262,7 @@ def test_bpe_verdicts_are_check_batch(tmp_path, opts):
     """Markers, ignore_merges (the whole-word rule), unreachable and out-of-order tokens."""
     from tokenizers import Tokenizer
 
-    from tokfst_cli import tokenizer as tokmod
+    from tokfst_cli.tokenizer import model as tokmod
 
     from ..bpe.common import CORPUS, trained_tokenizer
 

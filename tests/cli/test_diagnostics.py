@@ -17,8 +17,8 @@ import sys
 import pytest
 from rich.console import Console
 
-from tokfst_cli import progress as stages
 from tokfst_cli.cli.output import Output
+from tokfst_cli.support import progress as stages
 
 from ..runner import ANSI, SGR, make_env, run, tokfst, tokfst_on_a_tty
 from .test_battery import BASES

@@ -1,4 +1,4 @@
-"""``tokfst draw``: seed 000 Fig. 3 and Fig. 4 as five SVG panels, drawings of a promoted GPT-2
+"""``tokfst draw``: Cognetta & Okazaki 2024 Fig. 3 and Fig. 4 as five SVG panels, drawings of a promoted GPT-2
 automaton (file and stdin, folded arcs, png), usage errors (the library: tests/test_draw.py).
 
 In process (tests.runner.run), except where the test is about the process: stderr of an unreadable
@@ -18,9 +18,9 @@ import pytest
 from ..helpers import svg_texts
 from ..runner import run, tokfst
 
-PATTERN = "abaabcc"  # seed 000 Fig. 3
+PATTERN = "abaabcc"  # Cognetta & Okazaki 2024 Fig. 3
 VOCAB = ["a", "b", "c", "ab", "abc", "bc"]
-FIG4_VOCAB = ["a", "b", "aa", "ab"]  # seed 000 Fig. 4
+FIG4_VOCAB = ["a", "b", "aa", "ab"]  # Cognetta & Okazaki 2024 Fig. 4
 
 
 def test_fig3_cli_writes_five_svg_panels(tmp_path):

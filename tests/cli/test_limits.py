@@ -251,7 +251,7 @@ def test_the_entry_point_handles_signals_before_the_heavy_imports():
     assert "from tokfst_cli.__main__ import main" in TOKFST.read_text()
     probe = ("import signal, sys; import tokfst_cli.__main__ as m; m.stop_on_signals(); "
              "print(sorted(x for x in sys.modules if x.split('.')[0] in "
-             "('numpy', 'pynini', '_pynini', 'tokenizers', 'typer', 'rich') or x.startswith('tokfst_cli.cli'))); "
+             "('numpy', 'pynini', '_pynini', 'tokenizers', 'typer', 'rich') or x.startswith('tokfst_cli.cli.app'))); "
              "print(signal.getsignal(signal.SIGINT) is m._stop, signal.getsignal(signal.SIGTERM) is m._stop)")
     r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
                        preexec_fn=_default_sigint)

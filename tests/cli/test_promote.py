@@ -24,11 +24,10 @@ from pathlib import Path
 
 import pynini
 import pytest
-
 from tokenizers import Tokenizer, models
 
-from tokfst_cli import index as index_mod
-from tokfst_cli import symbols
+from tokfst_cli.automata import symbols
+from tokfst_cli.decoding import index as index_mod
 
 from ..conftest import TOKENIZER
 from ..helpers import SIX_REGEXES

@@ -1,4 +1,4 @@
-"""``tokfst promote --schema`` (issue #15): a JSON Schema instead of a regex, through the whole
+"""``tokfst promote --schema``: a JSON Schema instead of a regex, through the whole
 pipeline; valid instances' HF tokenizations are accepted by the canonical constraint, invalid
 ones are not; warnings and refusals on stderr."""
 
@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from tokfst_cli import constraint, schema as schema_mod
+from tokfst_cli import constraint
+from tokfst_cli.schema.serialize import serialize
 
 from ..runner import run
 
@@ -39,7 +40,7 @@ def test_schema_constraint_accepts_valid_instances_only(tokenizer, tmp_path, nam
     model, hf = tokenizer(name), tokenizer.hf(name)
     dec = constraint.load(str(out), model)
     for inst in VALID:
-        text = schema_mod.serialize(inst, SCHEMA, "compact")
+        text = serialize(inst, SCHEMA, "compact")
         assert text == json.dumps(inst, separators=(",", ":"))  # keys in the order of properties
         assert accepts(dec, hf.encode(text, add_special_tokens=False).ids), text
     for text in INVALID_TEXTS:

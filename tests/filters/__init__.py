@@ -1,1 +1,1 @@
-"""Tests of the modular filters (seed 001 Sec. 4, issue #14)."""
+"""Tests of the modular filters (Pitfalls 2025 Sec. 4, issue #14)."""

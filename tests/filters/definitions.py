@@ -1,11 +1,11 @@
-"""The token filters' definitions (seed 001 Sec. 4.3-4.5, App. B), checked one token sequence at a
+"""The token filters' definitions (Pitfalls 2025 Sec. 4.3-4.5, App. B), checked one token sequence at a
 time in plain Python: the reference the filtered automata are compared with."""
 
 from __future__ import annotations
 
 import re
 
-from tokfst_cli.tokenizer import TokenizerModel
+from tokfst_cli.tokenizer.model import TokenizerModel
 
 BYTE_TOKEN = re.compile(r"<0x[0-9A-Fa-f]{2}>")
 _FACTS: dict[int, tuple] = {}  # id(model) -> (fallback ids, literal characters, surfaces); models live all session

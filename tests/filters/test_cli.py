@@ -8,8 +8,8 @@ import pynini
 import pytest
 
 from tokfst_cli import pipeline
-from tokfst_cli.artifacts import read_fst
-from tokfst_cli.filters import Filters
+from tokfst_cli.automata.fst_io import read_fst
+from tokfst_cli.filters.compose import Filters
 
 from ..conftest import TOKENIZER
 from ..runner import run

@@ -16,13 +16,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokfst_cli import catalogue, constraint, pipeline
-from tokfst_cli.errors import DisallowedTokenError, EmptyLanguageError, LimitError
-from tokfst_cli.filters import Filters, length
+from tokfst_cli import constraint, pipeline
 from tokfst_cli.bpe.counted import CountedFactorized
-from tokfst_cli.lexicon import marker_label
-from tokfst_cli.matcher import pack
-from tokfst_cli.regex import ByteAutomaton
+from tokfst_cli.decoding.matcher import pack
+from tokfst_cli.errors import DisallowedTokenError, EmptyLanguageError, LimitError
+from tokfst_cli.filters import length
+from tokfst_cli.filters.compose import Filters
+from tokfst_cli.promotion.lexicon import marker_label
+from tokfst_cli.text import catalogue
+from tokfst_cli.text.regex import ByteAutomaton
 
 from ..conftest import TOKENIZER
 from ..runner import run
@@ -163,7 +165,7 @@ def test_a_damaged_or_misversioned_counted_index_is_refused(tmp_path):
         with pytest.raises(Exception) as e:
             constraint.load(str(path), model)
         assert e.value.hint == "rebuild-index", what
-    from tokfst_cli.index import checksum
+    from tokfst_cli.decoding.index import checksum
 
     bad = dict(good, max_tokens=True)
     bad["sha256"] = checksum(bad)
@@ -286,8 +288,8 @@ def test_a_factorized_count_without_a_sequence_is_refused():
 
 
 def test_a_damaged_counted_factorized_artifact_is_refused(tmp_path):
-    from tokfst_cli.artifacts import unpack
     from tokfst_cli.bpe import factorized
+    from tokfst_cli.support.files import unpack
 
     result = built("gpt2", "[a-z]+( [a-z]+){0,3}", True, 3)
     data = result.to_bytes()

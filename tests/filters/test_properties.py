@@ -1,5 +1,5 @@
 """Property tests of the token filters on cyclic languages: paths sampled uniformly
-(``tokfst_cli.sample``) from the filtered automaton satisfy the filter's definition and are paths
+(``tokfst_cli.analysis.sample``) from the filtered automaton satisfy the filter's definition and are paths
 of the unfiltered one; paths sampled from the unfiltered automaton are accepted by the filtered
 one exactly when they satisfy it. Agnostic (model level) and canonical (pipeline level)."""
 
@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokfst_cli import pipeline
+from tokfst_cli.analysis.sample import sample
 from tokfst_cli.constraint import FstDecoder
 from tokfst_cli.errors import EmptyLanguageError
-from tokfst_cli.filters import Filters
-from tokfst_cli.sample import sample
+from tokfst_cli.filters.compose import Filters
 
 from ..conftest import TOKENIZER
 from ..helpers import accepts, finals, transitions

@@ -1,4 +1,4 @@
-"""Text-level filters (seed 001 Sec. 4.1, 4.2): ``scripts``, ``ascii``, ``nfc`` on stage A.
+"""Text-level filters (Pitfalls 2025 Sec. 4.1, 4.2): ``scripts``, ``ascii``, ``nfc`` on stage A.
 
 * the filtered promotion equals the promotion of the hand-written regex (pynini.equivalent),
   agnostic and canonical, GPT-2 and Llama-2;
@@ -18,7 +18,8 @@ from tokenizers import normalizers
 
 from tokfst_cli import pipeline
 from tokfst_cli.errors import EmptyLanguageError, InputError
-from tokfst_cli.filters import Filters, text
+from tokfst_cli.filters import text
+from tokfst_cli.filters.compose import Filters
 
 from ..helpers import accepts, finals, transitions
 

@@ -1,4 +1,4 @@
-"""Token-level filters (seed 001 Sec. 4.3-4.5, App. B) on stage S, against their definitions.
+"""Token-level filters (Pitfalls 2025 Sec. 4.3-4.5, App. B) on stage S, against their definitions.
 
 Brute force on small finite languages: every path of the unfiltered automaton is checked with the
 definition in plain Python (``definitions``), and the filtered automaton must accept exactly
@@ -21,11 +21,14 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tokfst_cli import pipeline
-from tokfst_cli.artifacts import fst_arrays
+from tokfst_cli.automata import graph
+from tokfst_cli.automata.arrays import fst_arrays
 from tokfst_cli.errors import EmptyLanguageError, LimitError
-from tokfst_cli.filters import Filters, apply_tokens, bytes as byte_filters, length, tokens
-from tokfst_cli.lexicon import marker_label
-from tokfst_cli.regex import ByteAutomaton
+from tokfst_cli.filters import bytes as byte_filters
+from tokfst_cli.filters import length, tokens
+from tokfst_cli.filters.compose import Filters, apply_tokens
+from tokfst_cli.promotion.lexicon import marker_label
+from tokfst_cli.text.regex import ByteAutomaton
 
 from ..conftest import TOKENIZER
 from ..helpers import accepts, enumerate_paths, finals, isomorphic, transitions
@@ -135,7 +138,7 @@ def test_removing_banned_arcs_is_openfsts_intersection(data, case):
     expected = pynini.intersect(s.copy(), f)
     python = data.draw(st.booleans())  # trimmed in Python, or past TRIM_EDGES by OpenFst (no arcs returned)
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(tokens, "TRIM_EDGES", tokens.TRIM_EDGES if python else 0)
+        m.setattr(graph, "TRIM_EDGES", graph.TRIM_EDGES if python else 0)
         ours, arrays = tokens.without(s, banned)
     assert isomorphic(ours, expected)
     if not python:
@@ -251,7 +254,7 @@ def test_filters_on_stage_s_give_the_minimal_product_without_openfst(name, fname
     minimizing; a product of few states made over the arrays, minimized only where its
     minimality is not proven) must give OpenFst's minimal S ∩ F (isomorphic), agnostic and
     marked, and the arcs handed to the decoder must be the result's own."""
-    from tokfst_cli.filters import apply_tokens_arrays
+    from tokfst_cli.filters.compose import apply_tokens_arrays
 
     model = TOKENIZER(name)
     marker, promoted = promoted_s(model, pattern, level)
@@ -298,7 +301,7 @@ def test_product_over_arrays_is_openfsts_intersection(data, case):
     assert made is not None
     arrays, fstate = made
     assert len(fstate) == len(arrays.final) and ((fstate >= 0) & (fstate < k)).all()
-    from tokfst_cli.artifacts import fst_from
+    from tokfst_cli.automata.arrays import fst_from
 
     ours = fst_from(arrays)
     assert ours.num_states() == ours.copy().connect().num_states()  # trim
@@ -310,7 +313,7 @@ def test_an_unproven_product_is_minimized():
     """GPT-2, S_M of '"a" ?[a-z ]{1,5}' with fuse_spaces: the product over the arrays has one
     state too many (two of its states after [ ] are equivalent); ``product.minimal`` must not
     claim it, so the pipeline minimizes."""
-    from tokfst_cli.artifacts import fst_from
+    from tokfst_cli.automata.arrays import fst_from
     from tokfst_cli.filters import product
 
     model = TOKENIZER("gpt2")

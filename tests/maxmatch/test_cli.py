@@ -1,4 +1,4 @@
-"""Canonical MaxMatch on the command line (issue #4): compile-maxmatch, promote --canonical on BERT,
+"""Canonical MaxMatch on the command line: compile-maxmatch, promote --canonical on BERT,
 canonical-check for WordPiece; OpenFst tools read the results; errors are one line with exit 2.
 
 The installed console script runs as concurrent subprocesses (tests.runner.run_many) on a fresh
@@ -11,9 +11,9 @@ import json
 import pynini
 import pytest
 
-from tokfst_cli.maxmatch import factorized, product
 from tokfst_cli.errors import InputError
-from tokfst_cli.regex import compile_regex
+from tokfst_cli.maxmatch import factorized, product
+from tokfst_cli.text.regex import compile_regex
 
 from ..conftest import TOKENIZER
 from ..helpers import SIX_REGEXES
@@ -54,7 +54,8 @@ def runs(tmp_path_factory, tokenizer):
         "check-ok": (("canonical-check", BERT), {"env": env, "stdin": ids.encode()}),
         "check-bad": (("canonical-check", BERT, "--json"), {"env": env, "stdin": (ids + bad).encode()}),
         "check-text": (("canonical-check", BERT, "--input", "text"), {"env": env, "stdin": b"Hello there!\n"}),
-        "check-artifact": (("canonical-check", BERT, "--artifact", d / "taho.fst"), {"env": env, "stdin": ids.encode()}),
+        "check-artifact": (("canonical-check", BERT, "--artifact", d / "taho.fst"),
+                           {"env": env, "stdin": ids.encode()}),
     }
     return d, {**first, **run_many(jobs)}
 

@@ -1,4 +1,4 @@
-"""Masks without dead ends for WordPiece (issue #12, item 1): the lazy canonical MaxMatch machine
+"""Masks without dead ends for WordPiece (item 1): the lazy canonical MaxMatch machine
 offers exactly the materialized (trimmed) automaton's masks at every reachable state, and random
 mask-following walks never meet an empty mask at a non-final state."""
 
@@ -9,10 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokfst_cli import catalogue, pipeline
+from tokfst_cli import pipeline
+from tokfst_cli.analysis.steering import text_steering
 from tokfst_cli.constraint import FstDecoder
 from tokfst_cli.errors import DisallowedTokenError
-from tokfst_cli.steering import text_steering
+from tokfst_cli.text import catalogue
 
 from ..conftest import real
 from ..walks import equal_masks, walks

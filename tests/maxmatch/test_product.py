@@ -1,4 +1,4 @@
-"""Canonical MaxMatch promotion (issue #4) against HF's BERT pipeline and random WordPiece vocabularies."""
+"""Canonical MaxMatch promotion against HF's BERT pipeline and random WordPiece vocabularies."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
+from tokfst_cli.automata.fsts import linear, text_acceptor
+from tokfst_cli.automata.symbols import MARKER, UNKSYM
 from tokfst_cli.maxmatch import preprocess, wordtext
 from tokfst_cli.maxmatch import product as wordpiece
 from tokfst_cli.maxmatch.composition import compiled, maxmatch_promote
-from tokfst_cli.fsts import linear, text_acceptor
-from tokfst_cli.symbols import MARKER, UNKSYM
-from tokfst_cli.regex import compile_regex
-from tokfst_cli.tokenizer import from_json
+from tokfst_cli.text.regex import compile_regex
+from tokfst_cli.tokenizer.model import from_json
 
 from ..conftest import real, words100
 from ..helpers import SIX_REGEXES, add_words_regex, distance_to_final, enumerate_paths, sample_paths
@@ -178,7 +178,9 @@ def test_preprocessing_transducer_matches_tables(text):
 
 def test_unmodelled_configurations_are_refused(tokenizer):
     model, _ = bert()
-    for key, spec in (("normalizer", {"type": "NFKC"}), ("pre_tokenizer", {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always", "split": True})):
+    for key, spec in (("normalizer", {"type": "NFKC"}),
+                      ("pre_tokenizer", {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always",
+                                         "split": True})):
         other = from_json({**json.loads(tokenizer.hf("bert").to_str()), key: spec})
         with pytest.raises(Exception) as e:
             preprocess.check_supported(other)

@@ -1,4 +1,4 @@
-"""The size probe of canonical MaxMatch (issue #13): a lower bound that only skips doomed attempts.
+"""The size probe of canonical MaxMatch: a lower bound that only skips doomed attempts.
 
 ``product.size_lower_bound`` must never exceed what ``product.materialize`` enumerates, so the
 materialized/factorized decision and every materialized output stay as they were; on the
@@ -13,11 +13,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tokfst_cli import catalogue, pipeline
-from tokfst_cli.artifacts import fst_bytes
+from tokfst_cli import pipeline
+from tokfst_cli.automata.fst_io import fst_bytes
 from tokfst_cli.errors import LimitError
 from tokfst_cli.maxmatch import factorized, product
-from tokfst_cli.regex import compile_regex
+from tokfst_cli.text import catalogue
+from tokfst_cli.text.regex import compile_regex
 
 from .test_product import PIECE, small
 

@@ -1,4 +1,5 @@
-"""MaxMatch (WordPiece) transducers T_Aho and the text transducer vs HF's WordPiece (seed 000 Sec. 6.2)."""
+"""MaxMatch (WordPiece) transducers T_Aho and the text transducer vs HF's WordPiece
+(Cognetta & Okazaki 2024 Sec. 6.2)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer, models, pre_tokenizers
 
-from tokfst_cli.symbols import MARKER, UNKSYM
+from tokfst_cli.automata.symbols import MARKER, UNKSYM
 from tokfst_cli.maxmatch.taho import (
     Tries,
     domain_acceptor,
@@ -24,8 +25,7 @@ from tokfst_cli.maxmatch.taho import (
     tokenize_labels,
     tokenize_word,
 )
-from tokfst_cli.tokenizer import TokenizerModel, from_json
-
+from tokfst_cli.tokenizer.model import TokenizerModel, from_json
 
 ALPHABET = "abcé"
 MAX_CHARS = 5  # max_input_chars_per_word of the small models: longer words are [UNK] (UNKSYM)

@@ -19,7 +19,7 @@ from tokenizers import Tokenizer
 
 from tokfst_cli.errors import InputError
 from tokfst_cli.pretok import build, split
-from tokfst_cli.tokenizer import unicode_to_bytes
+from tokfst_cli.tokenizer.model import unicode_to_bytes
 
 from ..conftest import TOKENIZERS
 from .test_split import CHARS, FAMILIES
@@ -56,7 +56,8 @@ CONFIGS = {
     "bytelevel-prefix": {**GPT2, "pre_tokenizer": _bytelevel(True, True)},
     "metaspace-first": {**LLAMA, "normalizer": None, "pre_tokenizer": _meta("first")},
     "metaspace-always": {**LLAMA, "normalizer": None, "pre_tokenizer": _meta("always", False)},
-    "whitespace+metaspace": {**LLAMA, "normalizer": None, "pre_tokenizer": _seq({"type": "Whitespace"}, _meta("always"))},
+    "whitespace+metaspace": {**LLAMA, "normalizer": None,
+                             "pre_tokenizer": _seq({"type": "Whitespace"}, _meta("always"))},
     "digits+punctuation": {**GPT2, "pre_tokenizer": _seq({"type": "Digits", "individual_digits": False},
                                                           {"type": "Punctuation", "behavior": "Contiguous"},
                                                           _bytelevel(True, False))},

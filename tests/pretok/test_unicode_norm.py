@@ -23,10 +23,10 @@ from tokenizers import Tokenizer
 from tokenizers import normalizers as nm
 
 from tokfst_cli import pipeline
-from tokfst_cli.fsts import text_acceptor
+from tokfst_cli.automata.fsts import text_acceptor
 from tokfst_cli.pretok import build, image, split, unicode_norm
 from tokfst_cli.pretok.image import OutsideDomain
-from tokfst_cli.tokenizer import from_json, unicode_to_bytes
+from tokfst_cli.tokenizer.model import from_json, unicode_to_bytes
 
 from ..conftest import TOKENIZERS
 from ..runner import run

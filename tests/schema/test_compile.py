@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from tokfst_cli.errors import EmptyLanguageError, InputError, LimitError
-from tokfst_cli.schema import compile_schema, serialize
+from tokfst_cli.schema.compile import compile_schema
+from tokfst_cli.schema.serialize import serialize
 
 from .util import accepts, compiled
 
@@ -74,7 +75,8 @@ def test_limits_are_estimated_before_building():
 
 
 @pytest.mark.parametrize("schema", [
-    {"type": "object", "properties": {f"k{i}": {"type": "integer"} for i in range(30)}, "required": [f"k{i}" for i in range(30)]},
+    {"type": "object", "properties": {f"k{i}": {"type": "integer"} for i in range(30)},
+     "required": [f"k{i}" for i in range(30)]},
     {"const": {f"k{i}": i for i in range(30)}}])
 def test_any_order_counts_required_keys_in_its_estimate(schema):
     """Every order of 30 keys, each written once, needs a state per set written (2^30), required

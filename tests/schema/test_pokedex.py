@@ -16,10 +16,12 @@ import string
 import pynini
 import pytest
 
-from tokfst_cli import catalogue, pipeline
+from tokfst_cli import pipeline
 from tokfst_cli.errors import DisallowedTokenError
-from tokfst_cli.regex import compile_regex
-from tokfst_cli.schema import compile_schema, serialize
+from tokfst_cli.schema.compile import compile_schema
+from tokfst_cli.schema.serialize import serialize
+from tokfst_cli.text import catalogue
+from tokfst_cli.text.regex import compile_regex
 
 from .util import accepts
 
@@ -55,7 +57,8 @@ def entries(n: int, seed: int = 0) -> list[dict]:
 
     return [{
         "alias": "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(1, 5))),
-        "description": (rng.choice(string.ascii_uppercase) + rng.choice(string.ascii_lowercase) + rng.choice(string.digits)
+        "description": (rng.choice(string.ascii_uppercase) + rng.choice(string.ascii_lowercase)
+                        + rng.choice(string.digits)
                         + "".join(rng.choice(DESCRIPTION_CHARS) for _ in range(rng.randint(1, 3)))),
         "type": rng.choice(TYPES),
         "height_m": digits(1, 2) + "." + digits(1, 1),

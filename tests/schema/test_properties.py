@@ -14,9 +14,10 @@ import re
 from decimal import Decimal
 
 import pynini
-from hypothesis import example, given, settings, strategies as st
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
-from tokfst_cli.schema import serialize
+from tokfst_cli.schema.serialize import serialize
 
 from .util import accepts, compiled
 

@@ -24,13 +24,14 @@ import sys
 import time
 from pathlib import Path
 
-import pynini
 import pytest
 
 from tokfst_cli.errors import EmptyLanguageError, InputError, LimitError
-from tokfst_cli.schema import compile_schema, serialize
+from tokfst_cli.schema.compile import compile_schema
+from tokfst_cli.schema.serialize import serialize
 
-from .util import accepts as accepts_text, compiled
+from .util import accepts as accepts_text
+from .util import compiled
 
 SUITE = Path(__file__).parents[1] / "data" / "json-schema-test-suite" / "draft2020-12"
 
@@ -46,7 +47,8 @@ REFUSED = {  # file -> {group description: reason}, refused by name although no 
                                              "$ref and $dynamicAnchor are independent of order - $defs first",
                                              "$ref and $dynamicAnchor are independent of order - $ref first")},
     "optional/cross-draft.json": {"refs to historic drafts are processed as historic drafts": _REMOTE},
-    "multipleOf.json": {"float division = inf": "multipleOf 0.123456789: a digit automaton of 1.4e9 states (LimitError)"},
+    "multipleOf.json": {"float division = inf":
+                        "multipleOf 0.123456789: a digit automaton of 1.4e9 states (LimitError)"},
     "uniqueItems.json": {
         "uniqueItems validation": "uniqueItems over an infinite item language is not regular",
         "uniqueItems with an array of items": "uniqueItems over an infinite item language is not regular",

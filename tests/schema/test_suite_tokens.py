@@ -1,4 +1,4 @@
-"""The JSON Schema Test Suite at the token level (issue #15): the instance's ``encode`` ids.
+"""The JSON Schema Test Suite at the token level: the instance's ``encode`` ids.
 
 For the compiled groups (``test_suite.classify``; compact whitespace), each valid instance's HF
 encoding is accepted and each invalid writing's encoding rejected:
@@ -22,8 +22,9 @@ import pytest
 from tokfst_cli import pipeline
 from tokfst_cli.errors import EmptyLanguageError, LimitError
 from tokfst_cli.pretok.added import contents
-from tokfst_cli.regex import ByteAutomaton, compile_regex
-from tokfst_cli.schema import compile_schema, serialize
+from tokfst_cli.schema.compile import compile_schema
+from tokfst_cli.schema.serialize import serialize
+from tokfst_cli.text.regex import ByteAutomaton, compile_regex
 
 from ..conftest import TOKENIZER
 from ..walks import accepts

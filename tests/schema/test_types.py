@@ -12,7 +12,8 @@ import pytest
 
 from tokfst_cli import pipeline
 from tokfst_cli.errors import InputError
-from tokfst_cli.schema import compile_schema, serialize
+from tokfst_cli.schema.compile import compile_schema
+from tokfst_cli.schema.serialize import serialize
 from tokfst_cli.schema.types import parse, schema_of
 
 from .util import accepts

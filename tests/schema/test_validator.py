@@ -21,14 +21,15 @@ import os
 from decimal import Decimal, localcontext
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from jsonschema import Draft202012Validator, validators
 
 from tokfst_cli.bench.schema_workers import random_text, steered_text
-from tokfst_cli.byte_table import of_automaton
 from tokfst_cli.errors import InputError, LimitError
-from tokfst_cli.schema import serialize
+from tokfst_cli.promotion.byte_table import of_automaton
 from tokfst_cli.schema.formats import FORMATS
+from tokfst_cli.schema.serialize import serialize
 
 from .util import accepts, compiled
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pynini
 
+from tokfst_cli.automata.fsts import text_acceptor
 from tokfst_cli.errors import EmptyLanguageError
-from tokfst_cli.fsts import text_acceptor
-from tokfst_cli.schema import compile_schema
+from tokfst_cli.schema.compile import compile_schema
 
 
 def compiled(schema, **options) -> pynini.Fst:

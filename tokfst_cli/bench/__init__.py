@@ -15,11 +15,11 @@ Modules, one per mode (thing measured), plus plumbing:
     canonical     canonical: canonical BPE, compile-bpe, canonical-check per pair, per regex
     maxmatch      maxmatch: canonical MaxMatch, compile-maxmatch cold, product vs T_Aho per regex
     check         check: canonical-check --input text throughput and peak RSS vs HF's encode, and the
-                  WordPiece factorized switch (issue #13)
+                  WordPiece factorized switch
     run           one run: validating the options, training, running the modes, the outputs
     corpus        the training corpus, cached trained tokenizers, the edit-distance automaton
     common        machine facts, versions, timing, cold processes, the result document
     isolate       running one measurement in a child process with a timeout
     report        rich/Markdown tables, JSON, CSV and plots
-The regexes come from :mod:`tokfst_cli.catalogue`.
+The regexes come from :mod:`tokfst_cli.text.catalogue`.
 """

@@ -1,4 +1,4 @@
-"""``tokfst bench canonical``: canonical BPE (issue #3) per tokenizer, in one process.
+"""``tokfst bench canonical``: canonical BPE per tokenizer, in one process.
 
 Per tokenizer, medians of --repeat runs:
     compile   ``implicit.compile_implicit`` from the loaded tokenizer (``tokfst compile-bpe``'s
@@ -12,11 +12,11 @@ Per tokenizer and regex, with the artifact loaded once (its class masks cached):
     materialized  ``bpe.product.materialize`` of the agnostic automaton (stage C), while it
                   fits under the pipeline's default limit (what ``tokfst promote --canonical``
                   writes as an .fst), else "over"
-    factorized    ``bpe.product.factorize`` (the --format index form)
+    factorized    ``bpe.counted.factorize`` (the --format index form)
     mask          ``Factorized.mask`` of a state reached by a 3-token random walk (fixed seed)
     model/pipeline  the whole ``pipeline.build(canonical=True, factorized_ok=True)`` at the model
                   level and at the pipeline level (A o P, S_M, the product restarted per
-                  pre-token; P cached), and their ratio (issue #11's target: <= 1.5)
+                  pre-token; P cached), and their ratio (goal: <= 1.5)
 Per tokenizer also P's build time from tokenizer.json (``pretok.image.for_model``, uncached).
 """
 
@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..pipeline import Limits
-from . import common
-from .common import Results, Table
+from tokfst_cli.bench import common
+from tokfst_cli.bench.common import Results, Table
+from tokfst_cli.pipeline import Limits
 
 PAIRS = 100_000
 MASK_LOOKUPS = 200
@@ -37,7 +37,7 @@ def tokenizer_row(name: str, path: str, repeat: int, res: Results):
     """The tokenizer table's row and the loaded implicit A_BPE."""
     from tokenizers import Tokenizer
 
-    from ..bpe import implicit
+    from tokfst_cli.bpe import implicit
 
     model = common.load_bpe(path)
     compile_cell, imp = common.measure(repeat, lambda: implicit.compile_implicit(model))
@@ -46,7 +46,7 @@ def tokenizer_row(name: str, path: str, repeat: int, res: Results):
     imp._rows(), imp.classes(), imp._lpos()  # the lazily derived tables, as a first use builds them
     row = {"tokenizer": name, "vocab": model.vocab_size, "compile": compile_cell, "artifact_bytes": len(data),
            "load": load_cell, "states": imp.info()["states"]}
-    from ..pretok import image
+    from tokfst_cli.pretok import image
 
     row["p_build"], _ = common.measure(repeat, lambda: image.for_model(model, cache=False))
     hf = Tokenizer.from_file(path)
@@ -72,10 +72,11 @@ def tokenizer_row(name: str, path: str, repeat: int, res: Results):
 
 
 def regex_row(name: str, rname: str, pattern: str, model, lex, imp, repeat: int, res: Results) -> dict:
-    from ..bpe.product import factorize, materialize
-    from ..errors import LimitError
-    from ..pipeline import accept, promote
-    from ..promote import count_arcs
+    from tokfst_cli.bpe.counted import factorize
+    from tokfst_cli.bpe.product import materialize
+    from tokfst_cli.errors import LimitError
+    from tokfst_cli.pipeline import accept, promote
+    from tokfst_cli.promotion.promote import count_arcs
 
     automaton = accept(pattern)
     row = {"tokenizer": name, "regex": rname}
@@ -96,7 +97,7 @@ def regex_row(name: str, rname: str, pattern: str, model, lex, imp, repeat: int,
         state = fz.advance(state, int(rng.choice(allowed)))
     cell, _ = common.measure(repeat, lambda: [fz.mask(state) for _ in range(MASK_LOOKUPS)], warmup=True)
     row["mask"] = common.per_unit(cell, MASK_LOOKUPS)
-    from ..pipeline import build
+    from tokfst_cli.pipeline import build
 
     for level in ("model", "pipeline"):
         row[level], got = common.measure(repeat, lambda: build(model, pattern, canonical=True, level=level),
@@ -107,10 +108,10 @@ def regex_row(name: str, rname: str, pattern: str, model, lex, imp, repeat: int,
 
 
 def live_row(row: dict, model, pattern: str, fz, repeat: int) -> None:
-    """Co-reachability (``bpe.liveness``, issue #12) of the model-level and pipeline-level factorized
+    """Co-reachability (``bpe.liveness``) of the model-level and pipeline-level factorized
     products, against the agnostic promotion (the issue's bound: no slower)."""
-    from ..bpe.liveness import compute
-    from ..pipeline import Limits, build
+    from tokfst_cli.bpe.liveness import compute
+    from tokfst_cli.pipeline import Limits, build
 
     row["live_model"], _ = common.measure(repeat, lambda: compute(fz.word, fz.arcs3, fz.finals, fz.start))
     pipe = build(model, pattern, canonical=True, limits=Limits(max_arcs=0)).decoder()
@@ -122,8 +123,8 @@ def live_row(row: dict, model, pattern: str, fz, repeat: int) -> None:
 def canonical_table(tokenizers: list[tuple[str, str, bool]], regexes: dict[str, str], repeat: int,
                     progress) -> Results:
     """``tokenizers``: (name, path, trained) triples of BPE tokenizers."""
-    from .. import lexicon
-    from ..errors import TokfstError
+    from tokfst_cli.errors import TokfstError
+    from tokfst_cli.promotion import lexicon
 
     res = Results()
     toks = Table(
@@ -165,10 +166,11 @@ def canonical_table(tokenizers: list[tuple[str, str, bool]], regexes: dict[str, 
     regs.notes += [
         f"agnostic: accept + promote (stage S). materialized: bpe.product.materialize of it (stage C; the .fst "
         f"of tokfst promote --canonical), up to {MAX_ARCS:,} arcs, else the row's form is factorized. "
-        f"factorized: bpe.product.factorize (its co-reachability included). co-reach. model / pipeline: "
+        f"factorized: bpe.counted.factorize (its co-reachability included). co-reach. model / pipeline: "
         f"bpe.liveness.compute alone on the model-level and the pipeline-level factorized products; "
-        f"co-reach./agnostic: the slower of the two over agnostic (issue #12: at most 1x). mask lookup: "
-        f"Factorized.mask of a state after a 3-token random walk, {MASK_LOOKUPS} per run. The artifact is loaded once per tokenizer; medians of {repeat} runs.",
+        f"co-reach./agnostic: the slower of the two over agnostic (goal: at most 1x). mask lookup: "
+        f"Factorized.mask of a state after a 3-token random walk, {MASK_LOOKUPS} per run. "
+        f"The artifact is loaded once per tokenizer; medians of {repeat} runs.",
         "model level / pipeline level: the whole pipeline.build(canonical=True) (A, P, S, C; the artifact read "
         "from the cache each time, P cached) at each level, after a warm-up run; pipeline/model: their ratio.",
     ]

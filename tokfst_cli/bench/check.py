@@ -1,4 +1,4 @@
-"""``tokfst bench check``: canonical-check throughput and memory, the WordPiece switch (issue #13).
+"""``tokfst bench check``: canonical-check throughput and memory, the WordPiece switch.
 
 Input: :func:`sample_lines`, --lines lines of generated text (fixed seed; ~83 bytes a line,
 20,000 lines ~1.6 MB): common English words, random letter strings, numbers, punctuation,
@@ -32,8 +32,8 @@ import subprocess
 import sys
 import tempfile
 
-from . import common
-from .common import Results, Table
+from tokfst_cli.bench import common
+from tokfst_cli.bench.common import Results, Table
 
 REGEXES = {"words4": r"[a-z]+( [a-z]+){0,3}", "two words": r"[a-z]+ [a-z]+"}
 EXTRA = ["naïve", "café", "Zürich", "中文", "☃", "déjà", "vu", "2024", "3.14", "e-mail", "don't", "C++",
@@ -46,7 +46,7 @@ HF_COLD = ("import sys\nfrom tokenizers import Tokenizer\nt = Tokenizer.from_fil
 
 def sample_lines(n: int, seed: int = 0, width: int = 80) -> list[str]:
     """n lines of generated text, about ``width`` characters each (deterministic)."""
-    from ..catalogue import words100
+    from tokfst_cli.text.catalogue import words100
 
     rng = random.Random(seed)
     common_words = words100()
@@ -161,9 +161,9 @@ def rss_rows(name: str, path: str, lines: list[str], sizes: list[int], d: str) -
 
 
 def promote_rows(name: str, path: str, regexes: dict[str, str], repeat: int, d: str) -> list[dict]:
-    from ..errors import LimitError
-    from ..maxmatch import product
-    from ..pipeline import Limits, accept, build, preprocess
+    from tokfst_cli.errors import LimitError
+    from tokfst_cli.maxmatch import product
+    from tokfst_cli.pipeline import Limits, accept, build, preprocess
 
     model = common.load_model(path, None)
     limits = Limits()

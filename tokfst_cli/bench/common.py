@@ -35,7 +35,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
+from tokfst_cli.support.meta import __version__
 
 FORMAT = "tokfst-bench"
 VERSION = 1
@@ -98,8 +98,8 @@ FAMILIES = {"bpe": ("BPE", "canonical BPE"), "wordpiece": ("WordPiece", "canonic
 def load_model(path: str, family: str | None = "bpe"):
     """The TokenizerModel of a tokenizer.json, parsed once per run however many tables use it;
     a one-line InputError when a mode needs another family (``family`` None: any)."""
-    from .. import tokenizer as tokmod
-    from ..errors import InputError
+    from tokfst_cli.errors import InputError
+    from tokfst_cli.tokenizer import model as tokmod
 
     model = tokmod.load(path)
     if family is not None and model.family != family:

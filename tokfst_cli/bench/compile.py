@@ -1,9 +1,9 @@
-"""``tokfst bench compile``: ``tokfst compile-bpe`` at scale (issue #11), per --tokenizer.
+"""``tokfst bench compile``: ``tokfst compile-bpe`` at scale, per --tokenizer.
 
 Per BPE tokenizer, --repeat runs of each:
     process   a whole ``tokfst compile-bpe TOKENIZER OUT.bpe`` process with an empty private
               cache (so it compiles): the median wall time and the largest peak RSS (ru_maxrss,
-              seen by a small launcher process), and the artifact's bytes, against issue #11's
+              seen by a small launcher process), and the artifact's bytes, against the
               targets: <= 10 s, <= 1 GB, <= 8 MB
     stages    an in-process compile by stage (``compile_implicit(stages=...)``): reading the
               tokenizer.json, HF's merge table, the traces of every token, the spine orders and
@@ -19,17 +19,17 @@ import os
 import tempfile
 import time
 
-from . import common
-from .common import Results, Table
+from tokfst_cli.bench import common
+from tokfst_cli.bench.common import Results, Table
 
 TARGETS = {"time": 10.0, "rss": 1 << 30, "bytes": 8 << 20}
 STAGES = ("load", "merges", "traces", "rectangles", "out_of_order", "rows", "artifact")
 
 
 def tokenizer_row(name: str, path: str, runs: int, d: str) -> tuple[dict, dict]:
-    from .. import tokenizer as tokmod
-    from ..bpe import implicit
-    from .check import run_child
+    from tokfst_cli.bench.check import run_child
+    from tokfst_cli.bpe import implicit
+    from tokfst_cli.tokenizer import model as tokmod
 
     out = os.path.join(d, "out.bpe")
     walls, rss = [], 0
@@ -74,7 +74,8 @@ def compile_table(tokenizers: list[tuple[str, str, bool]], runs: int, progress) 
          ("out_of_order", "out-of-order traces", "int"), ("time", "compile-bpe", "time"),
          ("rss", "peak RSS", "bytes"), ("bytes", "artifact", "bytes"), ("targets", "targets", "text"),
          ("states", "A_BPE states", "int"), ("rectangles", "rectangles", "int")],
-        inputs={"targets": {"time_s": TARGETS["time"], "rss_bytes": TARGETS["rss"], "artifact_bytes": TARGETS["bytes"]}})
+        inputs={"targets": {"time_s": TARGETS["time"], "rss_bytes": TARGETS["rss"],
+                            "artifact_bytes": TARGETS["bytes"]}})
     stages = Table(
         "compile_stages", "compile-bpe by stage, in-process", runs,
         [("tokenizer", "tokenizer", "text")] + [(k, k.replace("_", "-"), "time") for k in STAGES]
@@ -89,7 +90,7 @@ def compile_table(tokenizers: list[tuple[str, str, bool]], runs: int, progress) 
         f"compile-bpe: the wall time of a whole `tokfst compile-bpe TOKENIZER OUT.bpe` process with an empty cache, "
         f"median of {runs} runs (--repeat); peak RSS: the largest ru_maxrss of those processes; artifact: the "
         "bytes written.",
-        "targets (issue #11): compile-bpe <= 10 s, peak RSS <= 1 GB, artifact <= 8 MB.",
+        "targets: compile-bpe <= 10 s, peak RSS <= 1 GB, artifact <= 8 MB.",
         "out-of-order traces: tokens whose merge trace HF pops out of (rank, position) order; their pairs "
         "are decided by the general condition of tokfst_cli/bpe/exposure.py.",
     ]

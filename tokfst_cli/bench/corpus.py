@@ -8,7 +8,7 @@ without prefix space, ByteLevel decoder, all 256 bytes as the initial alphabet, 
 tokens), cached under ``cache_dir()/bench`` by corpus fingerprint, vocabulary size and
 tokenizers version.
 
-Inputs (seed 000 Table 1, Sec. 6.4.1): ``draw_words`` draws N distinct words from the running
+Inputs (Cognetta & Okazaki 2024 Table 1, Sec. 6.4.1): ``draw_words`` draws N distinct words from the running
 text (frequency-weighted, fixed seed); ``edit_distance_one`` is the minimal DFA of all strings
 within edit distance one of them over the corpus's word alphabet; ``paragraph`` picks a prose
 paragraph of about the requested length.
@@ -24,9 +24,10 @@ from pathlib import Path
 
 import pynini
 
-from ..artifacts import cache_dir, write_bytes
-from ..errors import InputError
-from ..regex import ByteAutomaton
+from tokfst_cli.errors import InputError
+from tokfst_cli.support.cache import cache_dir
+from tokfst_cli.support.files import write_bytes
+from tokfst_cli.text.regex import ByteAutomaton
 
 DEFAULT_CORPUS = "/usr/share/doc/python3.11/html/_sources"
 WORD = re.compile(r"[A-Za-z]+")
@@ -178,6 +179,6 @@ def paragraph(corpus: Corpus, chars: int) -> str:
         if best_gap is None or gap < best_gap:
             best, best_gap = text, gap
     if best is None:
-        raise InputError("the corpus has no prose paragraph", "give an English corpus with blank-line separated paragraphs",
-                         hint="bench-paragraph")
+        raise InputError("the corpus has no prose paragraph",
+                         "give an English corpus with blank-line separated paragraphs", hint="bench-paragraph")
     return best

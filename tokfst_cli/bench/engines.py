@@ -1,4 +1,5 @@
-"""Constraint engines behind one per-step interface, for ``tokfst bench masks`` (seed 003; seed 004 Sec. 2.4).
+"""Constraint engines behind one per-step interface, for ``tokfst bench masks`` (the structured-generation
+practical; Koo et al. 2024 Sec. 2.4).
 
 An :class:`Engine` is set up once per tokenizer (the peers' tokenizer objects are built then);
 ``compile(pattern)`` makes the ready constraint once per regex, and ``session(compiled)`` a
@@ -30,10 +31,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..bitsets import words_for
-from ..errors import DisallowedTokenError
-from ..matcher import pack
-from ..tokenizer import TokenizerModel
+from tokfst_cli.automata.bitsets import words_for
+from tokfst_cli.decoding.matcher import pack
+from tokfst_cli.errors import DisallowedTokenError
+from tokfst_cli.tokenizer.model import TokenizerModel
 
 MISSING = "not installed (pip install 'tokfst[bench]')"
 INDEX, MATERIALIZED, FACTORIZED = "tokfst index", "tokfst canonical materialized", "tokfst canonical factorized"
@@ -117,14 +118,14 @@ class TokfstIndex(Engine):
         self.name = MATERIALIZED if canonical else INDEX
 
     def compile(self, pattern: str) -> dict:
-        from ..pipeline import build
+        from tokfst_cli.pipeline import build
 
         if self.canonical:
             return build(self.model, pattern, canonical=True, factorized_ok=False).index()
         return build(self.model, pattern, lexicon=self.lexicon).index()
 
     def session(self, compiled: dict) -> Session:
-        from ..constraint import IndexDecoder
+        from tokfst_cli.constraint import IndexDecoder
 
         return decoder_session(IndexDecoder(compiled))
 
@@ -139,15 +140,15 @@ class TokfstLazy(Engine):
         self.model = model
 
     def compile(self, pattern: str):
-        from ..lazy import LazyDecoder
-        from ..regex import compile_regex
+        from tokfst_cli.promotion.lazy import LazyDecoder
+        from tokfst_cli.text.regex import compile_regex
 
         a = compile_regex(pattern)
         LazyDecoder(self.model, a)  # refusals now (a tokenizer that lacks bytes), and T's layout made once
         return a
 
     def session(self, compiled) -> Session:
-        from ..lazy import LazyDecoder
+        from tokfst_cli.promotion.lazy import LazyDecoder
 
         return decoder_session(LazyDecoder(self.model, compiled))
 
@@ -161,12 +162,12 @@ class TokfstFactorized(Engine):
         self.model = model
 
     def compile(self, pattern: str) -> bytes:
-        from ..pipeline import Limits, build
+        from tokfst_cli.pipeline import Limits, build
 
         return build(self.model, pattern, canonical=True, limits=Limits(max_arcs=1)).to_bytes()
 
     def session(self, compiled: bytes) -> Session:
-        from ..bpe import factorized
+        from tokfst_cli.bpe import factorized
 
         return decoder_session(factorized.from_bytes(compiled, self.model), words_for(self.model.vocab_size))
 
@@ -194,7 +195,7 @@ class Outlines(Engine):
     name = OUTLINES
 
     def __init__(self, model: TokenizerModel, path: str):
-        from .peers import outlines_vocabulary
+        from tokfst_cli.bench.peers import outlines_vocabulary
 
         mods = self.modules("outlines_core")
         if mods is None:
@@ -284,7 +285,7 @@ class XGrammar(Engine):
 def engines(model: TokenizerModel, path: str, lexicon, on_setup: Callable[[str, float], None]) -> list[Engine]:
     """tokfst's four engines and the three peers for one tokenizer; ``on_setup(name, seconds)``
     reports each peer's tokenizer set-up time (done once, outside the per-step timing)."""
-    from .common import timed
+    from tokfst_cli.bench.common import timed
 
     out: list[Engine] = [TokfstIndex(model, lexicon), TokfstLazy(model), TokfstIndex(model, lexicon, canonical=True),
                          TokfstFactorized(model)]

@@ -1,4 +1,4 @@
-"""``tokfst bench filters``: what each modular filter (seed 001 Sec. 4, issue #14) adds to promotion.
+"""``tokfst bench filters``: what each modular filter (Pitfalls 2025 Sec. 4) adds to promotion.
 
 Per tokenizer, regex, promotion (agnostic: stage S; canonical: the pipeline-level build, C
 included, materialized or factorized as ``tokfst promote --canonical --format index``) and
@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pynini
 
-from ..filters import Filters
-from . import common
-from .common import Results, Table
+from tokfst_cli.bench import common
+from tokfst_cli.bench.common import Results, Table
+from tokfst_cli.filters.compose import Filters
 
 SLACK = 8  # max_tokens: the regex's fewest tokens + SLACK (a bound that binds without emptying)
 FILTERS = {
@@ -54,9 +54,9 @@ def _size(result) -> int | None:
 def run(models: list, patterns: dict[str, str], repeat: int, progress=lambda message: None) -> list[dict]:
     """One row per tokenizer, regex, promotion and filter. ``models``: TokenizerModels, or paths or
     bundled names of tokenizer.json files."""
-    from .. import tokenizer as tokmod
-    from ..errors import TokfstError
-    from ..pipeline import build
+    from tokfst_cli.errors import TokfstError
+    from tokfst_cli.pipeline import build
+    from tokfst_cli.tokenizer import model as tokmod
 
     rows = []
     for model in models:
@@ -155,13 +155,16 @@ def filters_table(tokenizers: list[tuple[str, str, bool]], patterns: dict[str, s
     table.notes += [
         f"without / with: the promotion to a ready constraint, pipeline.build (A, P, S, C for canonical at the "
         f"pipeline level) and the result's decoder(), without and with one filter, after a warm-up run of each "
-        f"(the filter DFAs are built once and cached); medians of {repeat} alternating runs (the order swapped every pair, a garbage collection before each run), more for short rows "
-        f"(until each side has run {MIN_SECONDS} s, at most {MAX_PAIRS}: the runs_s of each cell). scripts: Latin (with "
+        f"(the filter DFAs are built once and cached); medians of {repeat} alternating runs (the order swapped "
+        "every pair, a garbage collection before each run), more for short rows "
+        f"(until each side has run {MIN_SECONDS} s, at most {MAX_PAIRS}: the runs_s of each cell). "
+        "scripts: Latin (with "
         f"Common and Inherited); max_tokens: the regex's fewest tokens (agnostic) + {SLACK}, kept as S and N "
         "(no product, also for a factorized canonical form); with, .fst: the build with the minimal S ∩ F_N "
-        "materialized instead (what --format fst writes; an error past a limit), against the same without. states: of the materialized result (empty: factorized). "
+        "materialized instead (what --format fst writes; an error past a limit), against the same without. "
+        "states: of the materialized result (empty: factorized). "
         "with/without: the median over the pairs of the with/without ratio of the pair (.fst/without: of the "
-        ".fst timing's own pairs). Issue #14's goal: with/without <= 1.2.",
+        ".fst timing's own pairs). the goal: with/without <= 1.2.",
     ]
     res.tables.append(table)
     return res

@@ -1,6 +1,6 @@
-"""``tokfst bench inspect``: seed 001 Table 2's skip rate without a model (issue #14), and its cost.
+"""``tokfst bench inspect``: Pitfalls 2025 Table 2's skip rate without a model, and its cost.
 
-Per tokenizer and regex (default: the Pokedex object of seed 001 App. C), medians of --repeat
+Per tokenizer and regex (default: the Pokedex object of Pitfalls 2025 App. C), medians of --repeat
 runs in one process: the two automata of ``inspection.automata`` (canonical, and agnostic with
 the tokenizer's preprocessing), then ``inspection.survey`` over ``SAMPLES`` uniform strings
 (draws, HF ``encode_batch``, walks through both automata): the issue's bound is on this step
@@ -16,15 +16,15 @@ import os
 import subprocess
 import tempfile
 
-from . import common
-from .common import Results, Table
+from tokfst_cli.bench import common
+from tokfst_cli.bench.common import Results, Table
 
 SAMPLES = 1000
-GOAL_S = 2.0  # issue #14: inspect over 1,000 samples of the Pokedex automaton
+GOAL_S = 2.0  # the goal: inspect over 1,000 samples of the Pokedex automaton
 
 
 def inspect_row(name: str, path: str, rname: str, pattern: str, repeat: int, env: dict, res: Results) -> dict:
-    from .. import inspection
+    from tokfst_cli.analysis import inspection
 
     model = common.load_model(path, "bpe")
     row = {"tokenizer": name, "regex": rname}
@@ -52,11 +52,11 @@ def inspect_row(name: str, path: str, rname: str, pattern: str, repeat: int, env
 
 def inspect_table(tokenizers: list[tuple[str, str, bool]], regexes: dict[str, str], repeat: int,
                   progress) -> Results:
-    from ..errors import TokfstError
+    from tokfst_cli.errors import TokfstError
 
     res = Results()
     table = Table(
-        "inspect", f"inspect: skip rates on {SAMPLES} uniform samples (seed 001 Table 2, no model)", repeat,
+        "inspect", f"inspect: skip rates on {SAMPLES} uniform samples (Pitfalls 2025 Table 2, no model)", repeat,
         [("tokenizer", "tokenizer", "text"), ("regex", "regex", "text"), ("steps", "steps", "int"),
          ("skip_agnostic", "skip agnostic", "percent"), ("skip_canonical", "skip canonical", "percent"),
          ("first_noncanonical", "non-canon. 1st", "percent"), ("canonical_arcs", "canonical arcs", "int"),
@@ -68,7 +68,7 @@ def inspect_table(tokenizers: list[tuple[str, str, bool]], regexes: dict[str, st
         f"preprocessing). {SAMPLES} samples: inspection.survey (uniform draws, HF encode_batch, walks), the "
         f"issue's bound (<= {GOAL_S:g} s). cold CLI: a whole `tokfst inspect TOKENIZER -e REGEX --samples "
         f"{SAMPLES} --json` process (cache warm), both automata built. Skip rate: steps with one option "
-        f"(a token or ending) over all steps; seed 001 Table 2: Llama-2-7B 24.5% agnostic, 77.9% canonical.")
+        f"(a token or ending) over all steps; Pitfalls 2025 Table 2: Llama-2-7B 24.5% agnostic, 77.9% canonical.")
     work = tempfile.mkdtemp(prefix="tokfst-bench-")
     with common.private_cache(os.path.join(work, "cache")):
         env = dict(os.environ)

@@ -1,12 +1,12 @@
-"""``tokfst bench logits``: what a tokfst constraint costs per generated token in transformers' ``generate`` (issue #12).
+"""``tokfst bench logits``: what a tokfst constraint costs per generated token in transformers' ``generate``.
 
 Per tokenizer, a tiny randomly initialized GPT-2-architecture model over its vocabulary
-(:func:`tokfst_cli.logits.tiny_model`: 1 layer, 32 dimensions; nothing is downloaded), prompted
+(:func:`tokfst_cli.decoding.logits.tiny_model`: 1 layer, 32 dimensions; nothing is downloaded), prompted
 with BOS, samples (``do_sample=True``, ``max_new_tokens`` 32, one sequence per call). Per regex
 and constraint (agnostic, and canonical: ``pipeline.build`` with the default limits, so
 materialized or factorized as ``promote --format index`` would write it; and the agnostic lazy
 decoder, ``constraint.lazy``, made afresh for every run so its masks are made while generating), each timed run is a
-constrained ``generate`` with :class:`tokfst_cli.logits.ConstraintLogitsProcessor` (n tokens,
+constrained ``generate`` with :class:`tokfst_cli.decoding.logits.ConstraintLogitsProcessor` (n tokens,
 EOS included), then an unconstrained one of at most n tokens from the same model: the time per
 generated token of both, their difference (the overhead), and the processor's own time per
 call (consuming the last token, the masks, the -inf fill). The tiny model makes the model's
@@ -18,9 +18,9 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable
 
-from .. import catalogue
-from . import common
-from .common import Results, Table
+from tokfst_cli.bench import common
+from tokfst_cli.bench.common import Results, Table
+from tokfst_cli.text import catalogue
 
 MAX_NEW_TOKENS = 32
 THREADS = 1  # torch's intra-op threads while measuring
@@ -37,7 +37,7 @@ def special_ids(model) -> tuple[int, int]:
     """(BOS, EOS) of a tokenizer by the usual names; BOS is EOS where there is none (GPT-2)."""
     eos = next((model.token_id(t) for t in ENDS if model.token_id(t) is not None), None)
     if eos is None:
-        from ..errors import InputError
+        from tokfst_cli.errors import InputError
 
         raise InputError(f"{model.source} has no end-of-text token ({', '.join(ENDS)})",
                          "give a tokenizer with one", hint="bench-eos")
@@ -47,7 +47,7 @@ def special_ids(model) -> tuple[int, int]:
 
 def timed_generate(lm, prompt: list[int], constraint, eos: int, max_new: int) -> tuple[float, int]:
     """Wall time of one ``generate`` call and the tokens it generated (EOS counted)."""
-    from ..logits import generate
+    from tokfst_cli.decoding.logits import generate
 
     t, [ids] = common.timed(lambda: generate(lm, prompt, constraint, eos_token_id=eos, do_sample=True,
                                              max_new_tokens=max_new))
@@ -57,11 +57,11 @@ def timed_generate(lm, prompt: list[int], constraint, eos: int, max_new: int) ->
 def decoders(model, pattern: str, kind: str) -> tuple[str, Callable[[], object]]:
     """(form, a function giving the decoder of a run): the promoted constraint's one decoder, or a
     new lazy decoder per run (no mask made yet)."""
-    from .. import pipeline
+    from tokfst_cli import pipeline
 
     if kind == "lazy":
-        from ..lazy import LazyDecoder
-        from ..regex import compile_regex
+        from tokfst_cli.promotion.lazy import LazyDecoder
+        from tokfst_cli.text.regex import compile_regex
 
         a = compile_regex(pattern)
         return "lazy", lambda: LazyDecoder(model, a)
@@ -74,8 +74,8 @@ def regex_row(lm, model, name: str, pattern: str, kind: str, runs: int) -> dict:
     """One row: ``runs`` timed pairs (constrained, unconstrained) after one untimed pair."""
     import torch
 
-    from ..logits import ConstraintLogitsProcessor
-    from ..matcher import DeadEnd
+    from tokfst_cli.decoding.logits import ConstraintLogitsProcessor
+    from tokfst_cli.decoding.matcher import DeadEnd
 
     bos, eos = special_ids(model)
     form, fresh = decoders(model, pattern, kind)
@@ -106,7 +106,7 @@ def regex_row(lm, model, name: str, pattern: str, kind: str, runs: int) -> dict:
 def logits_table(tokenizers: list[tuple[str, str, bool]], regexes: dict[str, str], runs: int, progress) -> Results:
     import torch
 
-    from ..logits import tiny_model
+    from tokfst_cli.decoding.logits import tiny_model
 
     res = Results()
     table = Table(
@@ -137,7 +137,8 @@ def logits_table(tokenizers: list[tuple[str, str, bool]], regexes: dict[str, str
         torch.set_num_threads(threads)
     table.notes += [
         f"Per run: model.generate(do_sample=True, max_new_tokens={MAX_NEW_TOKENS}) from BOS, one sequence, with "
-        "tokfst_cli.logits.ConstraintLogitsProcessor (constrained: n tokens, EOS included), then without it for "
+        "tokfst_cli.decoding.logits.ConstraintLogitsProcessor (constrained: n tokens, EOS included), "
+        "then without it for "
         "at most n tokens (unconstrained). Medians over --repeat runs after one warm-up, per generated token.",
         "overhead µs: constrained minus unconstrained per token, run by run (median; noise can make it "
         "negative); processor: the processor's own time per call (consume the new token, the mask of each row, "

@@ -1,4 +1,5 @@
-"""Per-step masks along a decoding walk, tokfst vs outlines-core, llguidance and xgrammar (seed 003; seed 004 Sec. 2.4).
+"""Per-step masks along a decoding walk, tokfst vs outlines-core, llguidance and xgrammar (the
+structured-generation practical; Koo et al. 2024 Sec. 2.4).
 
 For each tokenizer and regex, one fixed sample string of the regex (:data:`SAMPLES` for the
 catalogue's regexes, else :func:`generate`) is tokenized by Hugging Face
@@ -30,10 +31,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pynini
 
-from .. import catalogue
-from ..matcher import unpack
-from . import common, engines
-from .common import Results, Table
+from tokfst_cli.bench import common, engines
+from tokfst_cli.bench.common import Results, Table
+from tokfst_cli.decoding.matcher import unpack
+from tokfst_cli.text import catalogue
 
 SAMPLES = {  # catalogue name -> a string of its language (re.fullmatch-checked in the tests)
     "decimal": "3.14159",
@@ -61,7 +62,7 @@ def default_regexes() -> dict[str, str]:
 def generate(pattern: str, target: int = GENERATED_BYTES) -> str:
     """A string of the regex's language, fixed per pattern: a seeded random path of its minimal
     byte DFA of about ``target`` bytes, finished along a shortest path to a final state."""
-    from ..regex import compile_regex
+    from tokfst_cli.text.regex import compile_regex
 
     fst = compile_regex(pattern).fst
     zero = pynini.Weight.zero(fst.weight_type())
@@ -282,7 +283,7 @@ def measure_regex(engs: list[engines.Engine], pattern: str, walks: dict[str, lis
     """The rows of one (tokenizer, regex): one per engine. ``walks``: "hf" (HF's ids, the canonical
     engines' walk) and "surface" (the others': the same ids where they spell the sample; None if
     no tokenization spells it)."""
-    from ..errors import LimitError, TokfstError
+    from tokfst_cli.errors import LimitError, TokfstError
 
     same = walks["hf"] == walks["surface"]
     compiled, rows, engs_by_name = {}, {}, {e.name: e for e in engs}
@@ -350,7 +351,7 @@ def masks_table(tokenizers: list[tuple[str, str, bool]], regexes: dict[str, str]
                 progress, each_step: bool = False) -> Results:
     from tokenizers import Tokenizer
 
-    from .. import lexicon
+    from tokfst_cli.promotion import lexicon
 
     res = Results()
     table = Table(

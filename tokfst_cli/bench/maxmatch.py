@@ -1,4 +1,4 @@
-"""``tokfst bench maxmatch``: canonical MaxMatch (issue #4) on WordPiece tokenizers (e.g. BERT).
+"""``tokfst bench maxmatch``: canonical MaxMatch on WordPiece tokenizers (e.g. BERT).
 
 Per tokenizer:
     compile   ``tokfst compile-maxmatch TOKENIZER OUT`` in a fresh process with an empty cache
@@ -24,18 +24,18 @@ import tempfile
 
 import pynini
 
-from ..pipeline import Limits
-from . import common
-from .common import Results, Table
+from tokfst_cli.bench import common
+from tokfst_cli.bench.common import Results, Table
+from tokfst_cli.pipeline import Limits
 
 LIMITS = Limits()
 
 
 def compile_row(name: str, path: str, cold_repeat: int, res: Results, progress) -> tuple[dict, object, pynini.Fst]:
-    from ..artifacts import fst_bytes
-    from ..maxmatch.composition import compiled
-    from ..pipeline import accept, preprocess
-    from ..promote import count_arcs
+    from tokfst_cli.automata.fst_io import fst_bytes
+    from tokfst_cli.maxmatch.composition import compiled
+    from tokfst_cli.pipeline import accept, preprocess
+    from tokfst_cli.promotion.promote import count_arcs
 
     model = common.load_model(path, "wordpiece")
     taho = compiled(model)
@@ -63,10 +63,10 @@ def compile_row(name: str, path: str, cold_repeat: int, res: Results, progress) 
 
 
 def regex_row(name: str, rname: str, pattern: str, model, taho: pynini.Fst, repeat: int, res: Results) -> dict:
-    from ..errors import LimitError
-    from ..maxmatch import composition, product
-    from ..pipeline import accept, preprocess
-    from ..promote import count_arcs
+    from tokfst_cli.errors import LimitError
+    from tokfst_cli.maxmatch import composition, product
+    from tokfst_cli.pipeline import accept, preprocess
+    from tokfst_cli.promotion.promote import count_arcs
 
     a = accept(pattern, LIMITS)
 
@@ -101,7 +101,7 @@ def regex_row(name: str, rname: str, pattern: str, model, taho: pynini.Fst, repe
 def maxmatch_table(tokenizers: list[tuple[str, str, bool]], regexes: dict[str, str], repeat: int,
                    cold_repeat: int, progress) -> Results:
     """``tokenizers``: (name, path, trained) triples of WordPiece tokenizers."""
-    from ..errors import TokfstError
+    from tokfst_cli.errors import TokfstError
 
     res = Results()
     comp = Table(

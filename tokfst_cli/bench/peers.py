@@ -3,7 +3,7 @@
 Per regex, medians of --repeat runs after one untimed warm-up:
     agnostic   compile_regex + promote (lexicon T loaded once)
     canonical  agnostic + the product with the implicit A_BPE, materialized and minimized
-               (``product.materialize``), or factorized (``product.factorize``) past 2M arcs
+               (``product.materialize``), or factorized (``counted.factorize``) past 2M arcs
                (``tokfst promote --canonical``'s default --max-arcs);
                the artifact is loaded once and its class masks stay cached across regexes
     outlines   ``outlines_core.Index(regex, vocabulary)``; the Vocabulary (token surface bytes ->
@@ -21,9 +21,9 @@ from __future__ import annotations
 import numpy as np
 import pynini
 
-from ..pipeline import Limits
-from . import common
-from .common import Results, Table
+from tokfst_cli.bench import common
+from tokfst_cli.bench.common import Results, Table
+from tokfst_cli.pipeline import Limits
 
 MISSING = "outlines-core not installed (pip install 'tokfst[bench]')"
 MAX_ARCS = Limits().max_arcs  # materialize up to the pipeline's default, as ``tokfst promote --canonical`` does
@@ -89,7 +89,8 @@ def compare(agn: pynini.Fst, peer: pynini.Fst, model, pattern: str) -> tuple[boo
         except UnicodeDecodeError:
             matches = False
         right = matches if who == "tokfst only" else not matches
-        return False, f"{who}: {data.decode('utf-8', 'replace')!r} as {len(labels)} tokens (re.fullmatch: {matches})", right
+        return (False, f"{who}: {data.decode('utf-8', 'replace')!r} as {len(labels)} tokens (re.fullmatch: {matches})",
+                right)
     return True, "", True
 
 
@@ -99,11 +100,12 @@ def start_set(fst: pynini.Fst) -> set[int]:
 
 def peers_table(tokenizers: list[tuple[str, str, bool]], regexes: dict[str, str], repeat: int, progress,
                 max_arcs: int = MAX_ARCS) -> Results:
-    from .. import lexicon
-    from ..bpe import implicit
-    from ..bpe.product import factorize, materialize
-    from ..errors import LimitError, TokfstError
-    from ..pipeline import accept, promote
+    from tokfst_cli.bpe import implicit
+    from tokfst_cli.bpe.counted import factorize
+    from tokfst_cli.bpe.product import materialize
+    from tokfst_cli.errors import LimitError, TokfstError
+    from tokfst_cli.pipeline import accept, promote
+    from tokfst_cli.promotion import lexicon
 
     oc = outlines_module()
     res = Results()
@@ -115,7 +117,8 @@ def peers_table(tokenizers: list[tuple[str, str, bool]], regexes: dict[str, str]
          ("ratio_canonical", "outlines/canonical", "ratio"), ("start_agnostic", "start mask agnostic", "int"),
          ("start_canonical", "start mask canonical", "int"), ("start_outlines", "start mask outlines", "int"),
          ("noncanonical_agnostic", "non-canonical first (agnostic)", "int"),
-         ("noncanonical_outlines", "non-canonical first (outlines)", "int"), ("same_language", "same language", "bool")],
+         ("noncanonical_outlines", "non-canonical first (outlines)", "int"),
+         ("same_language", "same language", "bool")],
         inputs={"regexes": regexes, "outlines_core": oc is not None, "precompute": {}},
     )
     for name, path, _ in tokenizers:
@@ -177,7 +180,8 @@ def peers_table(tokenizers: list[tuple[str, str, bool]], regexes: dict[str, str]
     table.notes += [
         f"One process; medians of {repeat} runs after a warm-up. tokfst agnostic: compile_regex + promote (T "
         "loaded once). tokfst canonical: agnostic + product with the implicit A_BPE (materialized and minimized; "
-        "factorized past 2M arcs as in tokfst promote --canonical), the artifact loaded once. outlines-core: Index(regex, Vocabulary) with the "
+        "factorized past 2M arcs as in tokfst promote --canonical), the artifact loaded once. "
+        "outlines-core: Index(regex, Vocabulary) with the "
         "Vocabulary of the tokenizer's surface bytes built once.",
         "outlines/x > 1: tokfst is faster. Start masks count the tokens allowed first; non-canonical first = "
         "allowed first but the first token of no canonical tokenization of a string of the language. Factorized "

@@ -37,8 +37,8 @@ import time
 
 import pynini
 
-from . import common
-from .common import Results, Table
+from tokfst_cli.bench import common
+from tokfst_cli.bench.common import Results, Table
 
 WARM_TARGET_S = 0.1
 COLD_TARGET_S = 2.0
@@ -47,13 +47,15 @@ STEPS = ("copy_arcsort", "a_arrays", "walk", "fst_from", "covers_all_bytes", "mi
 PHASES = ("imports", "cli_dispatch", "tokenizer_load", "lexicon_read", "compile_regex", "promote", "write_fst",
           "cli_other", "startup_and_exit", "wall")
 
-# The real ``tokfst promote`` (tokfst_cli.cli.main) in a fresh interpreter, with timers wrapped
+# The real ``tokfst promote`` (tokfst_cli.cli.app.main) in a fresh interpreter, with timers wrapped
 # around the library calls it makes; nothing in the package is changed. Prints one JSON object.
 BREAKDOWN = r"""
 import json, sys, time
 t_start = time.perf_counter()
-import tokfst_cli.cli as cli  # what the console script imports: typer, rich, pynini, ...
-from tokfst_cli import lexicon, pipeline, tokenizer
+import tokfst_cli.cli.app as cli  # what the console script imports: typer, rich, pynini, ...
+from tokfst_cli import pipeline
+from tokfst_cli.promotion import lexicon
+from tokfst_cli.tokenizer import model as tokenizer
 from tokfst_cli.cli import output
 t_imported = time.perf_counter()
 marks = {}
@@ -106,10 +108,10 @@ def peer(automaton_fst: pynini.Fst, lex: pynini.Fst) -> pynini.Fst:
 def promote_steps(model, automaton, lex) -> tuple[dict[str, float], tuple[int, int]]:
     """The steps of ``promote.promote`` for a byte DFA timed one by one (same calls, same order):
     A's arcs read, the walk over the token trie (``trie.token_arcs``), the Fst built from its arrays."""
-    from ..artifacts import fst_arrays, fst_from
-    from ..promote import count_arcs, covers_all_bytes
-    from ..symbols import token_table
-    from ..trie import token_arcs
+    from tokfst_cli.automata.arrays import fst_arrays, fst_from
+    from tokfst_cli.automata.symbols import token_table
+    from tokfst_cli.promotion.promote import count_arcs, covers_all_bytes
+    from tokfst_cli.promotion.trie import token_arcs
 
     st: dict[str, float] = {}
     t = time.perf_counter
@@ -135,9 +137,9 @@ def promote_steps(model, automaton, lex) -> tuple[dict[str, float], tuple[int, i
 
 def lexicon_row(name: str, path: str) -> tuple[dict, object, pynini.Fst]:
     """Tokenizer load and T build / build+store / cache read, one run each (private cache)."""
-    from .. import lexicon, trie
-    from .. import tokenizer as tokmod
-    from ..promote import count_arcs, covers_all_bytes
+    from tokfst_cli.promotion import lexicon, trie
+    from tokfst_cli.promotion.promote import count_arcs, covers_all_bytes
+    from tokfst_cli.tokenizer import model as tokmod
 
     load_s, model = common.timed(lambda: tokmod.load(path))
     build_s, _ = common.timed(lambda: lexicon.build(model))
@@ -154,10 +156,10 @@ def lexicon_row(name: str, path: str) -> tuple[dict, object, pynini.Fst]:
 
 def warm_rows(name: str, rname: str, pattern: str, model, lex, repeat: int, res: Results) -> tuple[dict, dict, object]:
     """The promote table's in-process figures, the steps row, and the result automaton."""
-    from ..index import build_index
-    from ..pipeline import accept, promote
-    from ..promote import count_arcs, covers_all_bytes
-    from ..regex import parse
+    from tokfst_cli.decoding.index import build_index
+    from tokfst_cli.pipeline import accept, promote
+    from tokfst_cli.promotion.promote import count_arcs, covers_all_bytes
+    from tokfst_cli.text.regex import parse
 
     automaton = accept(pattern)  # warm-up
     fst = promote(model, automaton, lexicon=lex)
@@ -202,7 +204,7 @@ def warm_rows(name: str, rname: str, pattern: str, model, lex, repeat: int, res:
 # ---- cold processes -----------------------------------------------------------------------------
 def cold_runs(row: dict, arg: str, pattern: str, cold_repeat: int, work: str, env: dict, res: Results) -> None:
     """The cold columns of one promote row: warm-cache runs, one empty-cache run, the CLI's result."""
-    from ..promote import count_arcs
+    from tokfst_cli.promotion.promote import count_arcs
 
     out = os.path.join(work, "out.fst")
     cmd = common.tokfst_command() + ["promote", arg, "-e", pattern, out]
@@ -294,7 +296,7 @@ def tables(repeat: int, cold_repeat: int, regexes: dict[str, str]) -> tuple[Tabl
                        "next to it).")
     cold.notes.append(
         "The real `tokfst promote TOKENIZER -e REGEX OUT.fst` (per tokenizer, its slowest cold regex) in a fresh "
-        "interpreter with timers around the library calls it makes. imports: `import tokfst_cli.cli`; CLI "
+        "interpreter with timers around the library calls it makes. imports: `import tokfst_cli.cli.app`; CLI "
         "dispatch: from main() to the tokenizer load (argument parsing); CLI other: the rest of main(); "
         "startup+exit: the process wall time not inside main() or the imports (interpreter start, teardown). "
         f"For scale: `python -c pass` and `tokfst --version`. Medians of {cold_repeat} runs.")
@@ -306,7 +308,7 @@ def promote_table(tokenizers: list[tuple[str, str, bool]], regexes: dict[str, st
     """``tokenizers``: (name, path, trained) triples; ``cold_repeat`` 0: no cold processes."""
     import shutil
 
-    from ..errors import TokfstError
+    from tokfst_cli.errors import TokfstError
 
     res = Results()
     lex_t, main, steps_t, cold_t = tables(repeat, cold_repeat, regexes)

@@ -1,4 +1,4 @@
-"""Table 1 (seed 000 Sec. 6.4): canonical promotion time of one input automaton, by method.
+"""Table 1 (Cognetta & Okazaki 2024 Sec. 6.4): canonical promotion time of one input automaton, by method.
 
 Input: the edit-distance-one automaton of N corpus words (``corpus.edit_distance_one``).
 Methods, each cell in its own process (``isolate``); its timed runs together get ``--timeout``
@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pynini
 
-from . import common, isolate
-from .common import Results, Table
-from .corpus import Corpus, edit_distance_one, alphabet, draw_words, train
+from tokfst_cli.bench import common, isolate
+from tokfst_cli.bench.common import Results, Table
+from tokfst_cli.bench.corpus import Corpus, alphabet, draw_words, edit_distance_one, train
 
 METHODS = ("eq4", "eq5", "implicit")
 
@@ -30,15 +30,15 @@ METHODS = ("eq4", "eq5", "implicit")
 # ---- child side --------------------------------------------------------------------------------
 def cell(spec: dict, emit) -> dict:
     """One method on one tokenizer: emits precompute and run messages, writes the result .fst."""
-    from .. import lexicon
-    from .. import tokenizer as tokmod
-    from ..bpe import implicit
-    from ..bpe.explicit import explicit_automaton, intersect
-    from ..bpe.gadgets import promote_gadgets
-    from ..bpe.product import materialize
-    from ..pipeline import promote
-    from ..promote import count_arcs
-    from ..regex import ByteAutomaton
+    from tokfst_cli.bpe import implicit
+    from tokfst_cli.bpe.explicit import explicit_automaton, intersect
+    from tokfst_cli.bpe.gadgets import promote_gadgets
+    from tokfst_cli.bpe.product import materialize
+    from tokfst_cli.pipeline import promote
+    from tokfst_cli.promotion import lexicon
+    from tokfst_cli.promotion.promote import count_arcs
+    from tokfst_cli.text.regex import ByteAutomaton
+    from tokfst_cli.tokenizer import model as tokmod
 
     model = tokmod.load(spec["tokenizer"])
     a = ByteAutomaton(pynini.Fst.read(spec["automaton"]), "edit distance one")
@@ -119,9 +119,9 @@ def equivalent(paths: dict[str, Path]) -> tuple[bool | None, str]:
 
 def table1(corpus: Corpus, vocab_sizes: list[int], words: int, repeat: int, limit: float, max_arcs: int,
            progress, methods: tuple[str, ...] = METHODS) -> Results:
-    from .. import lexicon
-    from ..pipeline import Limits, promote
-    from ..promote import count_arcs
+    from tokfst_cli.pipeline import Limits, promote
+    from tokfst_cli.promotion import lexicon
+    from tokfst_cli.promotion.promote import count_arcs
 
     res = Results()
     picked = draw_words(corpus, words)
@@ -145,7 +145,7 @@ def table1(corpus: Corpus, vocab_sizes: list[int], words: int, repeat: int, limi
     table.notes += [
         f"Input: all strings within edit distance one of {words} words drawn from the corpus "
         f"(alphabet: the {len(sigma)} letters of its words): {a_states} states, {a_arcs} arcs "
-        "(seed 000: 2.4k states, 46k arcs).",
+        "(Cognetta & Okazaki 2024: 2.4k states, 46k arcs).",
         "Eq. 4: promote_gadgets, timed whole. Eq. 5: MIN(PROJ(A∘T)) ∘ A_BPE, minimized, with T and the explicit "
         "A_BPE built beforehand (A_BPE build). implicit: MIN(PROJ(A∘T)) × implicit A_BPE (materialized, minimized); "
         "cold loads the artifact afresh each run, warm reuses one (class masks cached).",
@@ -198,6 +198,6 @@ def table1(corpus: Corpus, vocab_sizes: list[int], words: int, repeat: int, limi
 
 
 def _short(cell: dict) -> str:
-    from .report import fmt_cell
+    from tokfst_cli.bench.report import fmt_cell
 
     return fmt_cell(cell)

@@ -1,4 +1,4 @@
-"""``tokfst bench ready``: regex -> ready constraint (issue #12), tokfst vs xgrammar, llguidance, outlines-core.
+"""``tokfst bench ready``: regex -> ready constraint, tokfst vs xgrammar, llguidance, outlines-core.
 
 Per tokenizer and regex, medians of --repeat runs after one untimed warm-up, in one process;
 the tokenizer, the lexicon T and the peers' tokenizer objects are built once, outside the
@@ -39,8 +39,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import common
-from .common import Results, Table
+from tokfst_cli.bench import common
+from tokfst_cli.bench.common import Results, Table
 
 ENGINES = ("index", "memory", "lazy", "lazyfile", "xgrammar", "llguidance", "outlines")
 STAGES = ("a", "s", "export", "write", "load", "mask")
@@ -48,7 +48,7 @@ STAGES = ("a", "s", "export", "write", "load", "mask")
 
 def peers(model, path: str, pre: dict) -> dict:
     """column -> the peer's Engine (``engines``), set up once; ``pre`` gets their set-up seconds."""
-    from .engines import THREADS, LLGuidance, Outlines, XGrammar
+    from tokfst_cli.bench.engines import THREADS, LLGuidance, Outlines, XGrammar
 
     out = {}
     for key, cls in (("xgrammar", XGrammar), ("llguidance", LLGuidance), ("outlines", Outlines)):
@@ -78,9 +78,9 @@ def peer_ready(engine, pattern: str) -> np.ndarray:
 
 def tokfst_index(model, lex, pattern: str, out: str):
     """pipeline.build + the index JSON to ``out`` + constraint.load + the first mask: (decoder, mask)."""
-    from .. import constraint, pipeline
-    from ..artifacts import write_bytes
-    from .engines import bitmask
+    from tokfst_cli import constraint, pipeline
+    from tokfst_cli.bench.engines import bitmask
+    from tokfst_cli.support.files import write_bytes
 
     result = pipeline.build(model, pattern, lexicon=lex)
     write_bytes(out, (json.dumps(result.index(), ensure_ascii=False) + "\n").encode("utf-8"))
@@ -89,15 +89,15 @@ def tokfst_index(model, lex, pattern: str, out: str):
 
 
 def tokfst_memory(model, lex, pattern: str) -> np.ndarray:
-    from .. import pipeline
-    from .engines import bitmask
+    from tokfst_cli import pipeline
+    from tokfst_cli.bench.engines import bitmask
 
     decoder = pipeline.build(model, pattern, lexicon=lex).decoder()
     return bitmask(decoder, decoder.initial())
 
 
 def tokfst_lazy(model, pattern: str) -> np.ndarray:
-    from .. import constraint
+    from tokfst_cli import constraint
 
     decoder = constraint.lazy(model, pattern)
     return decoder.bitmask(decoder.initial())
@@ -105,9 +105,10 @@ def tokfst_lazy(model, pattern: str) -> np.ndarray:
 
 def tokfst_lazy_file(model, pattern: str, out: str) -> np.ndarray:
     """compile_regex + the lazy artifact to ``out`` + constraint.load + the first mask."""
-    from .. import constraint, lazy
-    from ..artifacts import write_bytes
-    from ..regex import compile_regex
+    from tokfst_cli import constraint
+    from tokfst_cli.promotion import lazy
+    from tokfst_cli.support.files import write_bytes
+    from tokfst_cli.text.regex import compile_regex
 
     write_bytes(out, lazy.artifact(model, compile_regex(pattern)))
     decoder = constraint.load(out, model)
@@ -116,11 +117,11 @@ def tokfst_lazy_file(model, pattern: str, out: str) -> np.ndarray:
 
 def stages_once(model, lex, pattern: str, out: str) -> dict[str, float]:
     """The steps of :func:`tokfst_index`, timed one by one (same calls, same order)."""
-    from .. import constraint, pipeline
-    from ..artifacts import write_bytes
-    from ..index import build_index
-    from ..regex import ByteAutomaton
-    from .engines import bitmask
+    from tokfst_cli import constraint, pipeline
+    from tokfst_cli.bench.engines import bitmask
+    from tokfst_cli.decoding.index import build_index
+    from tokfst_cli.support.files import write_bytes
+    from tokfst_cli.text.regex import ByteAutomaton
 
     limits, t = pipeline.Limits(), {}
     t["a"], a = common.timed(lambda: pipeline.accept(pattern, limits, model))
@@ -136,8 +137,8 @@ def stages_once(model, lex, pattern: str, out: str) -> dict[str, float]:
 
 def regex_rows(name: str, model, lex, engines: dict, rname: str, pattern: str, runs: int, out: str,
                res: Results) -> tuple[dict, dict]:
-    from ..errors import TokfstError
-    from ..matcher import pack
+    from tokfst_cli.decoding.matcher import pack
+    from tokfst_cli.errors import TokfstError
 
     row = {"tokenizer": name, "vocab": model.vocab_size, "regex": rname}
     stage_row = {"tokenizer": name, "regex": rname}
@@ -181,9 +182,9 @@ def regex_rows(name: str, model, lex, engines: dict, rname: str, pattern: str, r
 
 
 def ready_table(tokenizers: list[tuple[str, str, bool]], regexes: dict[str, str], runs: int, progress) -> Results:
-    from .. import lexicon
-    from ..lazy import layout_for as lazy_layout
-    from .check import cold
+    from tokfst_cli.bench.check import cold
+    from tokfst_cli.promotion import lexicon
+    from tokfst_cli.promotion.lazy import layout_for as lazy_layout
 
     res = Results()
     main = Table(
@@ -239,7 +240,7 @@ def ready_table(tokenizers: list[tuple[str, str, bool]], regexes: dict[str, str]
         "`bench masks`, + GrammarMatcher + fill_next_token_bitmask. llguidance: grammar_from_regex + "
         "validate_grammar + LLMatcher + first mask (lazy: the first mask compiles). outlines-core: Index + Guide + "
         "first mask.",
-        "index/xgrammar < 1: tokfst's ready constraint is faster; <= xgrammar: the goal of issue #12. lazy/xgrammar "
+        "index/xgrammar < 1: tokfst's ready constraint is faster; <= xgrammar: the goal. lazy/xgrammar "
         "and lazy file/xgrammar: the same for the lazy decoder (whose later first masks cost a walk each).",
     ]
     stages.notes.append("A: pipeline.accept (the regex's minimal byte DFA); S: pipeline.promote (MIN(PROJ(A o T))); "

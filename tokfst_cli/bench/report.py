@@ -8,9 +8,9 @@ import json
 import statistics
 from pathlib import Path
 
-from ..artifacts import atomic_write
-from ..errors import InputError
-from .common import machine_line
+from tokfst_cli.bench.common import machine_line
+from tokfst_cli.errors import InputError
+from tokfst_cli.support.files import atomic_write
 
 PLOT_SUFFIXES = (".svg", ".png")
 

@@ -17,17 +17,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import InputError, TokfstError
-from . import common
+from tokfst_cli.bench import common
+from tokfst_cli.errors import InputError, TokfstError
 
-PAPER = ("table1", "table2", "paragraph", "peers", "masks")  # what "all" runs: the issue #5 report
+PAPER = ("table1", "table2", "paragraph", "peers", "masks")  # what "all" runs: the paper's tables and the peers
 MODES = PAPER + ("promote", "canonical", "maxmatch", "check", "compile", "logits", "ready", "filters", "inspect",
                  "terminals")
 CORPUS_MODES = {"table1", "table2", "paragraph"}  # train BPE tokenizers on the corpus
 PLOTTED = {"table1", "table2", "paragraph"}  # modes with a scaling table
 FAMILY = {"table2": "bpe", "paragraph": "bpe", "peers": "bpe", "masks": "bpe", "canonical": "bpe",
           "maxmatch": "wordpiece", "promote": None, "check": None, "compile": "bpe", "logits": None,
-          "ready": None, "filters": None, "inspect": "bpe", "terminals": None}  # of the --tokenizer tokenizers; table1 uses none
+          "ready": None, "filters": None, "inspect": "bpe",
+          "terminals": None}  # of the --tokenizer tokenizers; table1 uses none
 
 
 @dataclass
@@ -92,7 +93,7 @@ def rss_sizes(text: str) -> list[int]:
 
 
 def methods(text: str) -> tuple[str, ...]:
-    from .promotion import METHODS
+    from tokfst_cli.bench.promotion import METHODS
 
     got = tuple(m.strip() for m in text.split(",") if m.strip())
     bad = [m for m in got if m not in METHODS]
@@ -105,7 +106,7 @@ def methods(text: str) -> tuple[str, ...]:
 def tokenizers(specs: list[str], family: str | None, used: bool) -> list[tuple[str, str, bool]]:
     """(name, path, trained) per spec; when a mode uses them, each is read now (a malformed one,
     or one of the wrong family, is a usage error before anything is trained or measured)."""
-    from .. import tokenizer as tokmod
+    from tokfst_cli.tokenizer import model as tokmod
 
     out = []
     for spec in specs:
@@ -134,8 +135,8 @@ def output_target(what: str, path: str | None) -> None:
 
 def regexes(patterns: list[str], regex_file: str | None, named: str | None) -> dict[str, str] | None:
     """name -> pattern of the chosen regexes (catalogue names first), None for the defaults."""
-    from ..catalogue import catalogue, read_regex_file
-    from ..regex import compile_regex
+    from tokfst_cli.text.catalogue import catalogue, read_regex_file
+    from tokfst_cli.text.regex import compile_regex
 
     known = catalogue()
     out: dict[str, str] = {}
@@ -162,7 +163,7 @@ def plan(req: Request) -> Plan:
         if not PLOTTED & set(modes):
             raise InputError(f"{req.mode} has no scaling table to plot",
                              "plot table1, table2, paragraph or all", hint="bench-plot")
-        from .report import check_plot_target
+        from tokfst_cli.bench.report import check_plot_target
 
         check_plot_target(req.plot)
     for what, target in (("json", req.json_out), ("csv", req.csv_out), ("plot", req.plot)):
@@ -174,8 +175,8 @@ def plan(req: Request) -> Plan:
     families = {FAMILY[m] for m in modes if m in FAMILY}
     extra = tokenizers(req.tokenizer or ["gpt2"], next(iter(families)) if len(families) == 1 else "bpe",
                        used=bool(families))
-    wants_regexes = {"peers", "masks", "promote", "canonical", "maxmatch", "check", "logits", "ready", "filters", "terminals",
-                     "inspect"} & set(modes)
+    wants_regexes = {"peers", "masks", "promote", "canonical", "maxmatch", "check", "logits", "ready", "filters",
+                     "terminals", "inspect"} & set(modes)
     if "check" in modes:
         rss_sizes(req.rss_mb)
     patterns = regexes(req.regex, req.regex_file, req.named) if wants_regexes else None
@@ -184,16 +185,16 @@ def plan(req: Request) -> Plan:
 
 # ---- the run ------------------------------------------------------------------------------------
 def regex_set(mode: str, chosen: dict[str, str] | None) -> dict[str, str]:
-    from .. import catalogue
+    from tokfst_cli.text import catalogue
 
     if chosen is not None:
         return chosen
     if mode == "check":
-        from .check import REGEXES
+        from tokfst_cli.bench.check import REGEXES
 
         return dict(REGEXES)
     if mode == "masks":
-        from .masks import default_regexes
+        from tokfst_cli.bench.masks import default_regexes
 
         return default_regexes()
     if mode == "inspect":
@@ -219,7 +220,7 @@ def settings(p: Plan) -> dict:
 
 def run(p: Plan, say: Callable[[str], None], verbose: bool) -> dict:
     """Train what the modes need, run them, and return the result document."""
-    from .corpus import load_corpus, paragraph, train
+    from tokfst_cli.bench.corpus import load_corpus, paragraph, train
 
     r, want = p.request, set(p.modes)
     progress = common.Progress(verbose, say)
@@ -245,63 +246,63 @@ def run(p: Plan, say: Callable[[str], None], verbose: bool) -> dict:
 def run_mode(mode: str, p: Plan, corp, text: str | None, trained: list, progress) -> common.Results:
     r, extra = p.request, p.tokenizers
     if mode == "table1":
-        from .promotion import table1
+        from tokfst_cli.bench.promotion import table1
 
         return table1(corp, p.sizes, r.words, r.repeat, r.timeout, r.max_arcs, progress, p.methods)
     if mode == "table2":
-        from .size import table2
+        from tokfst_cli.bench.size import table2
 
         return table2(trained + extra, r.max_arcs, r.repeat, progress)
     if mode == "paragraph":
-        from .tokenization import paragraph_table
+        from tokfst_cli.bench.tokenization import paragraph_table
 
         return paragraph_table(text, trained + extra, r.repeat, r.trials, r.max_arcs, progress)
     if mode == "peers":
-        from .peers import peers_table
+        from tokfst_cli.bench.peers import peers_table
 
         return peers_table(extra, regex_set(mode, p.regexes), r.repeat, progress)
     if mode == "masks":
-        from .masks import masks_table
+        from tokfst_cli.bench.masks import masks_table
 
         return masks_table(extra, regex_set(mode, p.regexes), r.repeat, r.steps, progress, r.evict_each_step)
     if mode == "promote":
-        from .promote import promote_table
+        from tokfst_cli.bench.promote import promote_table
 
         return promote_table(extra, regex_set(mode, p.regexes), r.repeat, r.cold_repeat, progress)
     if mode == "canonical":
-        from .canonical import canonical_table
+        from tokfst_cli.bench.canonical import canonical_table
 
         return canonical_table(extra, regex_set(mode, p.regexes), r.repeat, progress)
     if mode == "maxmatch":
-        from .maxmatch import maxmatch_table
+        from tokfst_cli.bench.maxmatch import maxmatch_table
 
         return maxmatch_table(extra, regex_set(mode, p.regexes), r.repeat, r.cold_repeat, progress)
     if mode == "check":
-        from .check import check_table
+        from tokfst_cli.bench.check import check_table
 
         return check_table(extra, regex_set(mode, p.regexes), r.lines, rss_sizes(r.rss_mb), r.repeat, progress)
     if mode == "compile":
-        from .compile import compile_table
+        from tokfst_cli.bench.compile import compile_table
 
         return compile_table(extra, r.repeat, progress)
     if mode == "logits":
-        from .logits import logits_table
+        from tokfst_cli.bench.logits import logits_table
 
         return logits_table(extra, regex_set(mode, p.regexes), r.repeat, progress)
     if mode == "ready":
-        from .ready import ready_table
+        from tokfst_cli.bench.ready import ready_table
 
         return ready_table(extra, regex_set(mode, p.regexes), r.repeat, progress)
     if mode == "inspect":
-        from .inspect import inspect_table
+        from tokfst_cli.bench.inspect import inspect_table
 
         return inspect_table(extra, regex_set(mode, p.regexes), r.repeat, progress)
     if mode == "filters":
-        from .filters import filters_table
+        from tokfst_cli.bench.filters import filters_table
 
         return filters_table(extra, regex_set(mode, p.regexes), r.repeat, progress)
     if mode == "terminals":
-        from .terminals import PATTERNS, terminals_table
+        from tokfst_cli.bench.terminals import PATTERNS, terminals_table
 
         return terminals_table(extra, p.regexes or PATTERNS, r.repeat, progress)
     raise ValueError(f"unknown bench mode {mode}")
@@ -310,7 +311,7 @@ def run_mode(mode: str, p: Plan, corp, text: str | None, trained: list, progress
 # ---- outputs ------------------------------------------------------------------------------------
 def emit(doc: dict, p: Plan, console, write: Callable[[str, bytes], None]) -> None:
     """Tables on ``console``, the JSON and CSV through ``write``, the plot; raise if a check failed."""
-    from . import report
+    from tokfst_cli.bench import report
 
     r = p.request
     report.print_tables(doc, console)

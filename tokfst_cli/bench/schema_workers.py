@@ -1,4 +1,4 @@
-"""JSON Schema compilers in worker processes, for ``tokfst bench schemas`` (issue #15).
+"""JSON Schema compilers in worker processes, for ``tokfst bench schemas``.
 
 :func:`run_engine` runs one engine (tokfst or a peer of :mod:`.engines`) over a list of schema
 files in worker processes (:mod:`.isolate`): a worker sets the engine up once, caps its address
@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import common, isolate
-from .engines import LLGUIDANCE, OUTLINES, PEERS, THREADS, XGRAMMAR
+from tokfst_cli.bench import common, isolate
+from tokfst_cli.bench.engines import LLGUIDANCE, OUTLINES, PEERS, THREADS, XGRAMMAR
 
 TOKFST = "tokfst"
 STAGES = {TOKFST: ("compile", "lazy", "promotion", "walk"), **{p: ("compile",) for p in PEERS}}
@@ -38,7 +38,7 @@ WALK_TEXTS, MAX_BYTES = 10, 4096  # random texts drawn for the walk (the longest
 def cap_memory(extra: int) -> None:
     """Cap this process's address space at its size now plus ``extra`` bytes: past it allocations
     fail (native code aborts quietly, which the parent reports as "memory"); no core file."""
-    from .. import guard
+    from tokfst_cli.support import guard
 
     try:
         with open("/proc/self/statm", encoding="ascii") as f:
@@ -55,8 +55,8 @@ def cap_memory(extra: int) -> None:
 
 def outcome(e: BaseException, stage: str) -> dict:
     """A failed file: status, stage, a short reason and the whole message."""
-    from ..errors import InputError, LimitError, TokfstError
-    from .masks import one_line
+    from tokfst_cli.bench.masks import one_line
+    from tokfst_cli.errors import InputError, LimitError, TokfstError
 
     detail = (e.one_line() if isinstance(e, TokfstError) else one_line(e))[:400]
     out = {"stage": stage, "detail": detail}
@@ -100,7 +100,7 @@ def steered_text(fst, seed: int, budget: int = MAX_BYTES // 2) -> str:
     state, stopping, for ``budget`` bytes; then steered, each byte one that brings a final state
     nearer (``ByteTable.distances``), ending at the first final state. For DFAs whose uniform
     texts (:func:`random_text`) run past :data:`MAX_BYTES`."""
-    from ..byte_table import ByteTable, of_automaton
+    from tokfst_cli.promotion.byte_table import ByteTable, of_automaton
 
     table = fst if isinstance(fst, ByteTable) else of_automaton(fst)
     dist, n, rng = table.distances(), table.states, np.random.default_rng(seed)
@@ -125,7 +125,7 @@ def draw_walk(fst, model, hf) -> tuple[str, list[int]]:
     """The longest of :data:`WALK_TEXTS` random texts of the schema's byte DFA (none within
     :data:`MAX_BYTES`: a :func:`steered_text`), and the walk: HF's tokenization of it (where the
     ids do not spell it, a normalizer: ``masks.longest_match``)."""
-    from .masks import longest_match, spells
+    from tokfst_cli.bench.masks import longest_match, spells
 
     texts = [t for t in (random_text(fst, seed) for seed in range(WALK_TEXTS)) if t is not None]
     text = max(texts, key=len) if texts else steered_text(fst, 0)
@@ -139,8 +139,8 @@ def draw_walk(fst, model, hf) -> tuple[str, list[int]]:
 def fresh_masks(decoder, walk: list[int]) -> tuple[list[int], bool]:
     """ns of the packed mask (``engines.bitmask``) at each state the walk reaches for the first
     time (the start, then after each token), and whether the decoder accepts the whole walk."""
-    from ..errors import DisallowedTokenError
-    from .engines import bitmask
+    from tokfst_cli.bench.engines import bitmask
+    from tokfst_cli.errors import DisallowedTokenError
 
     clock, seen, times, state = time.perf_counter_ns, set(), [], decoder.initial()
     gc.disable()  # as masks.run_walk: no collection inside a timed lookup
@@ -180,9 +180,9 @@ def lazy_stage(model, hf, automaton, repeat: int) -> tuple[dict, tuple | None]:
     the byte classes): ready (the decoder and its first mask) and the median mask at the walk's
     fresh states, a new decoder per timed walk (each of its masks a walk of the trie); and the
     walk drawn (``draw_walk``), or None."""
-    from ..errors import TokfstError
-    from ..lazy import LazyDecoder
-    from .masks import one_line
+    from tokfst_cli.bench.masks import one_line
+    from tokfst_cli.errors import TokfstError
+    from tokfst_cli.promotion.lazy import LazyDecoder
 
     def ready():
         decoder = LazyDecoder(model, automaton)
@@ -212,8 +212,9 @@ def lazy_load(model, automaton, repeat: int) -> dict:
     ahead), a check that this first mask is the in-memory decoder's."""
     import tempfile
 
-    from .. import constraint, lazy
-    from ..byte_table import to_bytes
+    from tokfst_cli import constraint
+    from tokfst_cli.promotion import lazy
+    from tokfst_cli.promotion.byte_table import to_bytes
 
     table = lazy.table_for(model, automaton)
     data = to_bytes(table, model.fingerprint)
@@ -233,10 +234,10 @@ def lazy_load(model, automaton, repeat: int) -> dict:
 
 
 def tokfst_one(model, lex, hf, doc, repeat: int, stage: Callable[..., None], terminals: bool) -> dict:
-    from ..artifacts import fst_arrays
-    from ..pipeline import build
-    from ..regex import ByteAutomaton
-    from ..schema import compile_schema
+    from tokfst_cli.automata.arrays import fst_arrays
+    from tokfst_cli.pipeline import build
+    from tokfst_cli.schema.compile import compile_schema
+    from tokfst_cli.text.regex import ByteAutomaton
 
     try:
         cell, compiled = common.measure(repeat, lambda: compile_schema(doc))
@@ -268,7 +269,8 @@ def tokfst_one(model, lex, hf, doc, repeat: int, stage: Callable[..., None], ter
 def tokfst_setup(tokenizer: str, terminals: bool):
     from tokenizers import Tokenizer
 
-    from .. import lazy, lexicon, tokenizer as tokmod
+    from tokfst_cli.promotion import lazy, lexicon
+    from tokfst_cli.tokenizer import model as tokmod
 
     model = common.load_model(tokenizer, None)
     lex, hf = lexicon.lexicon(model), Tokenizer.from_file(str(tokmod.resolve_path(tokenizer)))
@@ -279,7 +281,7 @@ def tokfst_setup(tokenizer: str, terminals: bool):
 
 def peer_compiler(name: str, tokenizer: str) -> Callable[[str], object]:
     """The peer's compile(schema text), its tokenizer objects set up (``engines``)."""
-    from . import engines
+    from tokfst_cli.bench import engines
 
     model = common.load_model(tokenizer, None)
     engine = {OUTLINES: engines.Outlines, LLGUIDANCE: engines.LLGuidance, XGRAMMAR: engines.XGrammar}[name](
@@ -321,7 +323,7 @@ def worker(spec: dict, emit: Callable[[dict], None]) -> None:
     """``isolate.run``'s target: set up spec["engine"] on spec["tokenizer"], cap the memory
     (spec["max_memory"] bytes more), then every file in turn; each finished stage and file is a
     message that restarts the time limit."""
-    from .. import guard
+    from tokfst_cli.support import guard
 
     guard._die_with_parent(os.getppid())  # a killed bench leaves no worker behind
     engine, tokenizer = spec["engine"], spec["tokenizer"]

@@ -1,4 +1,4 @@
-"""``tokfst bench schemas DIR``: real-world JSON Schemas, tokfst vs outlines-core, llguidance and xgrammar (issue #15).
+"""``tokfst bench schemas DIR``: real-world JSON Schemas, tokfst vs outlines-core, llguidance and xgrammar.
 
 Per ``*.json`` file of DIR (sorted; ``limit``: the first N) and tokenizer, ``repeat`` timed runs each:
 
@@ -38,10 +38,10 @@ from pathlib import Path
 
 import numpy as np
 
-from . import common
-from .common import Results, Table
-from .engines import LLGUIDANCE, MISSING, OUTLINES, PEERS, XGRAMMAR
-from .schema_workers import MAX_MEMORY, TOKFST, run_engine
+from tokfst_cli.bench import common
+from tokfst_cli.bench.common import Results, Table
+from tokfst_cli.bench.engines import LLGUIDANCE, MISSING, OUTLINES, PEERS, XGRAMMAR
+from tokfst_cli.bench.schema_workers import MAX_MEMORY, TOKFST, run_engine
 
 STATUSES = ("compiled", "refused", "limit", "memory", "error", "timeout")
 TIMEOUT, TOKFST_TIMEOUT = 20.0, 120.0  # seconds per stage of one file: peers, tokfst
@@ -65,7 +65,7 @@ class Request:
 
 def schema_files(directory: str, limit: int | None = None) -> list[Path]:
     """The ``*.json`` files of ``directory``, sorted, the first ``limit``; InputError if none."""
-    from ..errors import InputError
+    from tokfst_cli.errors import InputError
 
     d = Path(directory)
     if not d.is_dir():
@@ -192,7 +192,8 @@ ROW_COLUMNS = [("tokenizer", "tokenizer", "text"), ("schema", "schema", "text"),
                ("lazy_load", "lazy load", "time"), ("promote", "promotion", "time"), ("states", "states", "int"),
                ("arcs", "arcs", "int"), ("max_out", "max arcs/state", "int"), ("steps", "walk tokens", "int"),
                ("fresh", "fresh states", "int"), ("mask", "mask median", "time"), (OUTLINES, "outlines-core", "time"),
-               (LLGUIDANCE, "llguidance", "time"), (XGRAMMAR, "xgrammar", "time"), ("peers", "peers not compiled", "text")]
+               (LLGUIDANCE, "llguidance", "time"), (XGRAMMAR, "xgrammar", "time"),
+               ("peers", "peers not compiled", "text")]
 SUMMARY_COLUMNS = [("tokenizer", "tokenizer", "text"), ("engine", "engine", "text"), ("schemas", "schemas", "int"),
                    *((s, s, "int") for s in STATUSES), ("median", "median (compiled)", "time"),
                    ("p95", "p95 (compiled)", "time")]
@@ -204,7 +205,7 @@ RATIO_COLUMNS = [("tokenizer", "tokenizer", "text"), ("peer", "peer", "text"), (
 
 def plan(req: Request) -> tuple[list[Path], list[tuple[str, str, bool]]]:
     """The files and tokenizers of a request, checked before anything runs (InputError)."""
-    from .run import output_target, tokenizers
+    from tokfst_cli.bench.run import output_target, tokenizers
 
     for what, target in (("json", req.json_out), ("csv", req.csv_out)):
         output_target(what, target)
@@ -250,10 +251,12 @@ def schemas_table(req: Request, progress) -> Results:
     summary = Table("schemas-summary", "JSON Schemas: coverage and compile time per engine", req.repeat,
                     SUMMARY_COLUMNS, cover)
     summary.notes.append("tokfst schema -> bytes: compile_schema alone (its statuses; the rest of the chain left "
-                         "out); schema -> tokens: compile_schema + agnostic promotion (compiled = both done); schema -> lazy: "
+                         "out); schema -> tokens: compile_schema + agnostic promotion (compiled = both done); "
+                         "schema -> lazy: "
                          "compile_schema + the lazy decoder and its first mask (no promotion); lazy artifact -> ready: "
                          "constraint.load of the schema's lazy artifact (promote --format lazy, compiled ahead) + the "
-                         "first mask. median, p95: over the schemas that engine compiled (each a median of the repeats).")
+                         "first mask. median, p95: over the schemas that engine compiled "
+                         "(each a median of the repeats).")
     res.tables += [table, summary]
     if peers:
         res.tables.append(Table("schemas-ratios", "JSON Schemas: peer / tokfst compile time on the schemas both "
@@ -303,7 +306,7 @@ def document(req: Request, say: Callable[[str], None], verbose: bool) -> dict:
 
 def emit(doc: dict, req: Request, console, write: Callable[[str, bytes], None]) -> None:
     """As ``run.emit``: the tables, the JSON and CSV, and an error if a check failed."""
-    from . import run
+    from tokfst_cli.bench import run
 
     plan_ = run.Plan(run.Request("schemas", json_out=req.json_out, csv_out=req.csv_out), ["schemas"], [], (), [],
                      None)

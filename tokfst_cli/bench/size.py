@@ -1,11 +1,11 @@
-"""Table 2 (seed 000 Sec. 6.5): the size of A_BPE, explicit and implicit, per tokenizer.
+"""Table 2 (Cognetta & Okazaki 2024 Sec. 6.5): the size of A_BPE, explicit and implicit, per tokenizer.
 
 Per tokenizer: the states of A_BPE, then for each representation the explicitly stored arcs
 and the bytes:
     explicit .fst   states x allowed successors, as an OpenFst vector file (``compile-bpe --form
                     fst``); written and measured up to ``--max-arcs``, else computed from the
                     format (the measured size of the same file without arcs + 16 bytes per arc)
-    seed implicit   seed 000's encoding: delta(q0, v) for every token plus BANNED(u) for every
+    seed implicit   Cognetta & Okazaki 2024's encoding: delta(q0, v) for every token plus BANNED(u) for every
                     token u; counted as flat int32 arrays (4 bytes per target, 8 per row offset)
     tokfst implicit the ``compile-bpe`` artifact: one rectangle per merge plus the one-row and
                     one-column rectangles of tokens whose traces pop out of rank order
@@ -21,8 +21,8 @@ import time
 import numpy as np
 import pynini
 
-from . import common
-from .common import Results, Table
+from tokfst_cli.bench import common
+from tokfst_cli.bench.common import Results, Table
 
 ARC_BYTES = 16  # OpenFst StdArc in a vector file: ilabel, olabel, weight, nextstate
 
@@ -42,7 +42,7 @@ def count_explicit(imp) -> tuple[int, int]:
 
 
 def _count_explicit(imp) -> tuple[int, int]:
-    from ..bpe.explicit import START, successors
+    from tokfst_cli.bpe.explicit import START, successors
 
     classes = imp.classes()
     reps: dict[int, int] = {}
@@ -83,7 +83,7 @@ def fst_file_size(fst: pynini.Fst) -> int:
 def computed_fst_size(model, states: int, arcs: int) -> int:
     """The size of A_BPE's vector file: the same file without arcs (states, finals, symbol
     tables, header) plus 16 bytes per arc."""
-    from ..symbols import token_table
+    from tokfst_cli.automata.symbols import token_table
 
     f = pynini.Fst()
     f.add_states(states)
@@ -94,9 +94,9 @@ def computed_fst_size(model, states: int, arcs: int) -> int:
 
 
 def measure(name: str, path: str, trained: bool, max_arcs: int, repeat: int, progress) -> tuple[dict, list[tuple]]:
-    from ..bpe import implicit
-    from ..bpe.explicit import explicit_automaton
-    from ..promote import count_arcs
+    from tokfst_cli.bpe import implicit
+    from tokfst_cli.bpe.explicit import explicit_automaton
+    from tokfst_cli.promotion.promote import count_arcs
 
     model = common.load_bpe(path)
     compile_cell, imp = common.measure(repeat, lambda: implicit.compile_implicit(model).attach(model))
@@ -161,7 +161,8 @@ def table2(tokenizers: list[tuple[str, str, bool]], max_arcs: int, repeat: int, 
         "DFA states). explicit arcs: allowed successors summed over states.",
         f"explicit .fst bytes: the OpenFst vector file (compile-bpe --form fst), written and measured up to "
         f"--max-arcs {max_arcs}, else computed (* in the table): the file without arcs + 16 bytes per arc.",
-        "seed implicit (seed 000 Sec. 6.5): delta(q0, v) for every token + BANNED(u) for every token, as flat "
+        "seed implicit (Cognetta & Okazaki 2024 Sec. 6.5): delta(q0, v) for every token + BANNED(u) for every token, "
+        "as flat "
         "int32 arrays (computed). tokfst stored: its rectangles (merges, and rows and columns of tokens whose "
         "traces pop out of rank order); bytes: the compressed "
         "compile-bpe artifact. Reductions are relative to the explicit .fst.",

@@ -1,4 +1,4 @@
-"""``tokfst bench terminals``: wildcards with and without terminal labels (seed 004 Sec. 2.5.1, issue #15).
+"""``tokfst bench terminals``: wildcards with and without terminal labels (Koo et al. 2024 Sec. 2.5.1).
 
 Per tokenizer, pattern and form (``expanded``: every token an arc; ``terminals``: wildcard loops
 as terminal labels), medians of ``repeat`` runs of the whole agnostic ``pipeline.build`` (after
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import common
-from .common import Results, Table
+from tokfst_cli.bench import common
+from tokfst_cli.bench.common import Results, Table
 
 PATTERNS = {
     "json string": r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"',
@@ -36,8 +36,9 @@ def _name(model) -> str:
 
 
 def fresh_masks(index: dict, steps: int = WALK, seed: int = 0) -> tuple[float, list[float]]:
-    """(decoder load seconds from the index JSON, seconds of ``bitmask`` at each state of a random walk, first visits)."""
-    from ..constraint import IndexDecoder
+    """(decoder load seconds from the index JSON, seconds of ``bitmask`` at each state of a random walk,
+    first visits)."""
+    from tokfst_cli.constraint import IndexDecoder
 
     text = json.dumps(index)
     load, dec = common.timed(lambda: IndexDecoder(json.loads(text)))
@@ -75,9 +76,9 @@ def paired_max(expanded, with_terms, big: int = 10_000, limit: int = 20_000) -> 
 
 
 def run(models: list, patterns: dict[str, str], repeat: int, progress=lambda message: None) -> list[dict]:
-    from .. import tokenizer as tokmod
-    from ..errors import TokfstError
-    from ..pipeline import build
+    from tokfst_cli.errors import TokfstError
+    from tokfst_cli.pipeline import build
+    from tokfst_cli.tokenizer import model as tokmod
 
     rows = []
     for model in models:
@@ -130,7 +131,7 @@ def terminals_table(tokenizers: list[tuple[str, str, bool]], patterns: dict[str,
         f"mask, fresh state: bitmask() at each new state of a {WALK}-step random walk on a newly loaded decoder "
         "(median over the states). max arcs where expanded 10^4+: over the states of the terminals form whose twin "
         "in the expanded form (reached by the same tokens) has 10^4 or more arcs; empty when the expanded form "
-        "passed a limit. Issue #15's goal: <= 1,000 there.",
+        "passed a limit. the goal: <= 1,000 there.",
     ]
     res.tables.append(table)
     return res

@@ -1,4 +1,4 @@
-"""Sec. 6.4.1 of seed 000: canonical tokenization of one paragraph via the automaton vs HF.
+"""Sec. 6.4.1 of Cognetta & Okazaki 2024: canonical tokenization of one paragraph via the automaton vs HF.
 
 HF: ``Tokenizer.encode(paragraph, add_special_tokens=False)`` (default settings: its BPE word
 cache is warm after the first trial). Automaton: the paragraph goes through HF's normalizer and
@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import pynini
 
-from ..fsts import linear
-from ..regex import ByteAutomaton
-from ..tokenizer import SPACE_MARK, TokenizerModel, unicode_to_bytes
-from . import common
-from .common import Results, Table
+from tokfst_cli.automata.fsts import linear
+from tokfst_cli.bench import common
+from tokfst_cli.bench.common import Results, Table
+from tokfst_cli.text.regex import ByteAutomaton
+from tokfst_cli.tokenizer.model import SPACE_MARK, TokenizerModel, unicode_to_bytes
 
 
 def pretokenize(hf, text: str) -> list[str]:
@@ -65,7 +65,7 @@ def canonical_path(lattice: pynini.Fst, step, boundary: int) -> list[int]:
     """The canonical path of a token lattice (word boundaries labelled ``boundary``): depth-first
     over (lattice state, A_BPE class, fallback state), pruning dead triples; the first complete
     path is the unique one. Returns the token ids without the boundaries."""
-    from ..bpe.explicit import START
+    from tokfst_cli.bpe.explicit import START
 
     zero = pynini.Weight.zero(lattice.weight_type())
     classes, dead = step.classes, set()
@@ -117,12 +117,12 @@ class ViaAutomaton:
     """Tokenize text through the automata of one tokenizer."""
 
     def __init__(self, path: str, max_arcs: int, progress, name: str):
-        from .. import lexicon
-        from ..bpe import implicit
-        from ..bpe.word import stepper
-        from ..reference import HfReference
-        from ..errors import InputError
-        from .size import count_explicit
+        from tokfst_cli.bench.size import count_explicit
+        from tokfst_cli.bpe import implicit
+        from tokfst_cli.bpe.word import stepper
+        from tokfst_cli.errors import InputError
+        from tokfst_cli.promotion import lexicon
+        from tokfst_cli.tokenizer.reference import HfReference
 
         self.model = common.load_bpe(path)
         try:
@@ -139,7 +139,7 @@ class ViaAutomaton:
         self.abpe = None
         states, arcs = count_explicit(self.imp)
         if arcs <= max_arcs:
-            from ..bpe.explicit import explicit_automaton
+            from tokfst_cli.bpe.explicit import explicit_automaton
 
             progress(f"paragraph: {name}: building the explicit A_BPE ({states} states, {arcs} arcs)")
             t, abpe = common.timed(lambda: explicit_automaton(self.imp, self.model, max_arcs=max_arcs))
@@ -151,19 +151,20 @@ class ViaAutomaton:
             self.abpe_note = f"A_BPE over --max-arcs ({arcs} arcs)"
 
     def lattice(self, text: str) -> pynini.Fst:
-        from ..pipeline import promote
+        from tokfst_cli.pipeline import promote
 
         pieces = [piece_bytes(self.model, p) for p in pretokenize(self.hf, text)]
         return promote(self.model, pieces_acceptor(pieces, self.boundary), lexicon=self.lex_b)
 
     def implicit(self, text: str) -> list[int]:
         if self.ignore_merges:
-            from ..bpe.product import materialize
-            from ..pipeline import promote
+            from tokfst_cli.bpe.product import materialize
+            from tokfst_cli.pipeline import promote
 
             out: list[int] = []
             for p in pretokenize(self.hf, text):
-                lat = promote(self.model, pieces_acceptor([piece_bytes(self.model, p)], self.boundary), lexicon=self.lex)
+                lat = promote(self.model, pieces_acceptor([piece_bytes(self.model, p)], self.boundary),
+                              lexicon=self.lex)
                 out += path_of(materialize(lat, self.imp))
             return out
         return canonical_path(self.lattice(text), self.step, self.boundary)
@@ -204,7 +205,8 @@ def paragraph_table(text: str, tokenizers: list[tuple[str, str, bool]], repeat: 
         row["implicit"] = common.per_unit(cell, trials)
         equal = got == expected
         res.check(f"paragraph {name}: automaton (implicit) = HF encode", equal,
-                  f"{len(got)} vs {len(expected)} tokens" + ("" if equal else f", first difference at {_diff(got, expected)}"))
+                  f"{len(got)} vs {len(expected)} tokens"
+                  + ("" if equal else f", first difference at {_diff(got, expected)}"))
         if via.abpe is not None:
             got5 = via.eq5(text)
             cell, _ = common.measure(repeat, batch(via.eq5))

@@ -1,4 +1,4 @@
-"""Stage C for BPE: spines and rectangles of the implicit canonical BPE automaton (seed 000 Sec. 6.5).
+"""Stage C for BPE: spines and rectangles of the implicit canonical BPE automaton (Cognetta & Okazaki 2024 Sec. 6.5).
 
 A sequence is canonical iff its tokens are reachable and every adjacent pair (u, v) is, so
 A_BPE is fixed by BANNED(u) = {v : BPE(text(u) text(v)) != [u, v]}.
@@ -29,7 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .trace import Derivations, MergeTable, model_text, sorted_search  # noqa: F401 - model_text re-exported
+from tokfst_cli.bpe.trace import Derivations, MergeTable, sorted_search
+from tokfst_cli.tokenizer.model import model_text  # noqa: F401 - model_text re-exported
 
 __all__ = ["SpineOrder", "spine_order", "rectangles", "model_text"]
 

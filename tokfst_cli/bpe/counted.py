@@ -1,4 +1,4 @@
-"""``max_tokens`` on the factorized canonical BPE product, without the product (seed 001 App. B's Gamma^k).
+"""``max_tokens`` on the factorized canonical BPE product, without the product (Pitfalls 2025 App. B's Gamma^k).
 
 C(S ∩ F_N) = C(S) ∩ F_N: the decoder walks the factorized C(S) (``product.Factorized`` or
 ``pretokenized.MarkedFactorized``) and carries the number k of tokens taken. Its co-reachability
@@ -14,11 +14,13 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pynini
 
-from ..bitsets import as_int32, as_words
-from ..errors import DisallowedTokenError
-from ..matcher import Steps, unpack
-from .product import Factorized
+from tokfst_cli.automata.bitsets import as_int32, as_words
+from tokfst_cli.bpe.implicit import ImplicitBpe
+from tokfst_cli.bpe.product import Factorized, sorted_arcs_reader
+from tokfst_cli.decoding.matcher import Steps, unpack
+from tokfst_cli.errors import DisallowedTokenError, UsageError
 
 
 class CountedFactorized(Steps):
@@ -26,7 +28,7 @@ class CountedFactorized(Steps):
 
     def __init__(self, base, limit: int):
         if base.live.dist is None:
-            raise ValueError("the co-reachability table has no distances (compute it with limit=N)")
+            raise UsageError("the co-reachability table has no distances (compute it with limit=N)")
         self.base, self.limit = base, limit
         self.live, self.word, self.imp = base.live, base.word, base.imp
         self.finals, self.start = base.finals, base.start
@@ -64,3 +66,20 @@ class CountedFactorized(Steps):
 
     def is_final(self, state: tuple[Any, int]) -> bool:
         return self.base.is_final(state[0])
+
+
+def factorize(agnostic: pynini.Fst, imp: ImplicitBpe, limit: int | None = None):
+    """Wrap S and the implicit A_BPE; their co-reachability is computed, nothing else is expanded.
+    ``limit`` (``max_tokens``): within that many tokens (``counted.CountedFactorized``)."""
+    zero = pynini.Weight.zero(agnostic.weight_type())
+    finals = np.array([agnostic.final(s) != zero for s in range(agnostic.num_states())])
+    return counted(Factorized(sorted_arcs_reader(agnostic), finals, agnostic.start(), imp, limit=limit), limit)
+
+
+def counted(decoder, limit: int | None):
+    """The decoder within ``limit`` tokens (itself when None)."""
+    if limit is None:
+        return decoder
+    from tokfst_cli.bpe.counted import CountedFactorized
+
+    return CountedFactorized(decoder, limit)

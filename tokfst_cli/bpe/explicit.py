@@ -1,6 +1,6 @@
-"""Stage C for BPE, Eq. 5: A_BPE as an explicit OpenFst acceptor (seed 000 Sec. 6.4-6.5).
+"""Stage C for BPE, Eq. 5: A_BPE as an explicit OpenFst acceptor (Cognetta & Okazaki 2024 Sec. 6.4-6.5).
 
-Built from the implicit form: one state per class (tokens with the same BANNED row, seed 000
+Built from the implicit form: one state per class (tokens with the same BANNED row, Cognetta & Okazaki 2024
 Sec. 6.5: delta(q_u, v) = q_v unless v in BANNED(u)), paired with the byte-fallback DFA state,
 plus the start state. Only for vocabularies where it fits under ``max_arcs``.
 """
@@ -10,10 +10,10 @@ from __future__ import annotations
 import numpy as np
 import pynini
 
-from ..errors import LimitError
-from ..symbols import token_table
-from ..tokenizer import TokenizerModel
-from .implicit import ImplicitBpe
+from tokfst_cli.automata.symbols import token_table
+from tokfst_cli.bpe.implicit import ImplicitBpe
+from tokfst_cli.errors import LimitError
+from tokfst_cli.tokenizer.model import TokenizerModel
 
 START = -1
 
@@ -117,7 +117,7 @@ def intersect(agnostic: pynini.Fst, abpe: pynini.Fst) -> pynini.Fst:
 
 def intersect_marked(marked: pynini.Fst, abpe: pynini.Fst, marker: int) -> pynini.Fst:
     """Eq. 5 per pre-token: S_M intersected with A_BPE (boundary A_BPE)*, the boundary erased, then
-    determinized and minimized (seed 001 Sec. 3.3). ignore_merges' whole-word rule is a
+    determinized and minimized (Pitfalls 2025 Sec. 3.3). ignore_merges' whole-word rule is a
     correction on one word, so such tokenizers go through the implicit product instead."""
     per_word = abpe.copy()
     one = pynini.Weight.one(per_word.weight_type())

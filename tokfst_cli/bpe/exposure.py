@@ -1,4 +1,4 @@
-"""Stage C for BPE: pairs with a non-monotone token, from the moments of its trace (issue #11).
+"""Stage C for BPE: pairs with a non-monotone token, from the moments of its trace.
 
 The rectangle condition of :mod:`.canonical` assumes HF pops a token's merges in increasing
 (rank, position) order. Merge lists converted from rank tables break that for some tokens (a
@@ -42,10 +42,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..tokenizer import TokenizerModel
-from .canonical import SpineOrder
-from .hf import HfBpe
-from .trace import INF, Derivations, MergeTable, model_text, spines
+from tokfst_cli.bpe.canonical import SpineOrder
+from tokfst_cli.bpe.hf import HfBpe
+from tokfst_cli.bpe.trace import INF, Derivations, MergeTable, spines
+from tokfst_cli.tokenizer.model import TokenizerModel, model_text
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""Stage C for BPE, factorized output: the agnostic automaton + implicit A_BPE in one file (seed 000 Sec. 6.5).
+"""Stage C for BPE, factorized output: the agnostic automaton + implicit A_BPE in one file
+(Cognetta & Okazaki 2024 Sec. 6.5).
 
 Format ``tokfst-factorized`` version 3 (version 4: the same plus ``healing``), integers little-endian:
     magic    b"TOKFSTFAC\\0"
@@ -32,13 +33,14 @@ from __future__ import annotations
 import zlib
 
 import numpy as np
-from ..artifacts import pack, read_artifact, unpack
-from ..errors import InputError
-from ..healing import resume, stored_version
-from ..tokenizer import TokenizerModel
-from . import implicit
-from .liveness import NO_PATH
-from .product import Factorized
+
+from tokfst_cli.bpe import implicit
+from tokfst_cli.bpe.live_table import NO_PATH
+from tokfst_cli.bpe.product import Factorized
+from tokfst_cli.decoding.healing import resume, stored_version
+from tokfst_cli.errors import InputError, InternalError
+from tokfst_cli.support.files import pack, read_artifact, unpack
+from tokfst_cli.tokenizer.model import TokenizerModel
 
 MAGIC = b"TOKFSTFAC\0"
 FORMAT = "tokfst-factorized"
@@ -50,7 +52,7 @@ COUNTED = 5  # 5: version 3 plus ``max_tokens`` and the distances of the co-reac
 def to_bytes(decoder, pattern: str) -> bytes:
     """The artifact of a factorized decoder (``product.Factorized`` or ``pretokenized.MarkedFactorized``,
     or either within N tokens: ``counted.CountedFactorized``)."""
-    from .counted import CountedFactorized
+    from tokfst_cli.bpe.counted import CountedFactorized
 
     limit = decoder.limit if isinstance(decoder, CountedFactorized) else None
     decoder = decoder.base if limit is not None else decoder
@@ -156,13 +158,13 @@ def from_bytes(data: bytes, model: TokenizerModel | None = None, source: str = "
     finals = finals.astype(bool)
     arcs = lambda s: (labels[offsets[s]:offsets[s + 1]], nexts[offsets[s]:offsets[s + 1]])  # noqa: E731
     if marked:
-        from .pretokenized import MarkedFactorized
+        from tokfst_cli.bpe.pretokenized import MarkedFactorized
 
         decoder = _with_live(MarkedFactorized, arcs, finals, start, imp, live, damaged)
     else:
         decoder = _with_live(Factorized, arcs, finals, start, imp, live, damaged)
     if counted:
-        from .counted import CountedFactorized
+        from tokfst_cli.bpe.counted import CountedFactorized
 
         return CountedFactorized(decoder, fields["max_tokens"])
     return resume(decoder, header, header["version"] == HEALED, damaged)
@@ -170,11 +172,11 @@ def from_bytes(data: bytes, model: TokenizerModel | None = None, source: str = "
 
 def _with_live(kind, arcs, finals, start, imp, live, damaged):
     """The decoder with the stored co-reachability table (its width checked against the classes)."""
-    from .liveness import Liveness
+    from tokfst_cli.bpe.live_table import Liveness
 
     try:
         decoder = kind(arcs, finals, start, imp, live=lambda word, arcs3: Liveness.from_arrays(word, arcs3, live))
-    except ValueError:
+    except (ValueError, InternalError):  # a table that does not fit its classes: damaged
         raise damaged("co-reachability table") from None
     decoder.live.warm()  # every unit's live tokens made at load, not at a decoding step
     return decoder

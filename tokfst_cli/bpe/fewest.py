@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .liveness import Arcs, Liveness, successor_values
-from .word import Word
+from tokfst_cli.bpe.live_table import Arcs, Liveness, successor_values
+from tokfst_cli.bpe.word import Word
 
 
 def layers(word: Word, arcs: Arcs, units: list, preds: list, boundary: list, gkeys: np.ndarray, row_of: dict,
             spec_ids: dict, n_cls: int, limit: int, finals: np.ndarray, generic_row, special_bit) -> Liveness:
-    """Fewest tokens to a final state per member (``max_tokens``; seed 001 App. B's Gamma^k on
+    """Fewest tokens to a final state per member (``max_tokens``; Pitfalls 2025 App. B's Gamma^k on
     the factorized product): layer k holds the members with a canonical completion of at most k
     tokens. A token leads into layer k - 1; a pre-token boundary costs no token, so its word
     start counts in the same layer (re-evaluated there until nothing changes). Layer k only

@@ -1,4 +1,5 @@
-"""Stage C for BPE, Eq. 4: merge gadgets and the cascade MIN(PROJ(A o G_m1 o ... o G_mk)) (seed 000 Sec. 6.3-6.4).
+"""Stage C for BPE, Eq. 4: merge gadgets and the cascade MIN(PROJ(A o G_m1 o ... o G_mk))
+(Cognetta & Okazaki 2024 Sec. 6.3-6.4).
 
 The reference construction of canonical BPE for small vocabularies: ``gadget`` is G_(a,b) of
 Fig. 5, ``cascade`` is Eq. 4 with Prop. 2's rmepsilon/determinize/minimize after every merge,
@@ -45,12 +46,11 @@ from typing import Iterable
 
 import pynini
 
-from ..errors import EmptyLanguageError, InputError, LimitError
-from ..regex import ByteAutomaton
-from ..symbols import token_table
-from ..tokenizer import TokenizerModel
-from .canonical import model_text
-from .hf import HfBpe
+from tokfst_cli.automata.symbols import token_table
+from tokfst_cli.bpe.hf import HfBpe
+from tokfst_cli.errors import EmptyLanguageError, InputError, LimitError
+from tokfst_cli.text.regex import ByteAutomaton
+from tokfst_cli.tokenizer.model import TokenizerModel, model_text
 
 INF = float("inf")
 Buf = tuple[int, ...]
@@ -63,7 +63,7 @@ def _fst() -> tuple[pynini.Fst, pynini.Weight]:
 
 
 def gadget(a: int, b: int, new: int, alphabet: Iterable[int]) -> pynini.Fst:
-    """G_(a,b) of seed 000 Fig. 5 over token labels: rewrites a b -> new left to right, non-overlapping.
+    """G_(a,b) of Cognetta & Okazaki 2024 Fig. 5 over token labels: rewrites a b -> new left to right, non-overlapping.
 
     q0 copies c != a and reads a:eps to q1 ("pending a"); q1 reads b:new back to q0 and, for
     a != b, a:a (postpone). The failure arc (q1, phi, a, q2) becomes (q1, eps, a, q2) with q2

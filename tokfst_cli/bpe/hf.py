@@ -1,4 +1,5 @@
-"""Stage C for BPE: an exact re-statement of Hugging Face's BPE model (``tokenizers`` models/bpe; seed 000 Sec. 6.3).
+"""Stage C for BPE: an exact re-statement of Hugging Face's BPE model (``tokenizers`` models/bpe;
+Cognetta & Okazaki 2024 Sec. 6.3).
 
 Used to derive structure (reachability, merge traces, spines), never as the test oracle.
 Semantics reproduced:
@@ -17,8 +18,8 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass
 
-from ..errors import InputError
-from ..tokenizer import TokenizerModel, merge_result
+from tokfst_cli.errors import InputError
+from tokfst_cli.tokenizer.model import TokenizerModel, merge_result
 
 
 @dataclass(frozen=True)

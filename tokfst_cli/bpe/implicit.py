@@ -1,4 +1,4 @@
-"""Stage C for BPE: the implicit canonical BPE automaton and its artifact (seed 000 Sec. 6.5).
+"""Stage C for BPE: the implicit canonical BPE automaton and its artifact (Cognetta & Okazaki 2024 Sec. 6.5).
 
 State after a token u is its class: tokens with the same BANNED row share a class, which is
 the state q_u of A_BPE. BANNED is stored as rectangles of spine positions: the merge rectangles
@@ -33,15 +33,16 @@ from dataclasses import dataclass, field
 import numpy as np
 import pynini
 
-from .. import utf8
-from ..artifacts import pack, unpack
-from ..errors import InputError
-from ..regex import ranges_acceptor
-from ..tokenizer import TokenizerModel
-from . import exposure, rows as rowmod
-from .canonical import rectangles, spine_order
-from .hf import HfBpe
-from .trace import MergeTable, derive, model_text
+from tokfst_cli.automata import utf8
+from tokfst_cli.automata.fsts import ranges_acceptor
+from tokfst_cli.bpe import exposure
+from tokfst_cli.bpe import rows as rowmod
+from tokfst_cli.bpe.canonical import rectangles, spine_order
+from tokfst_cli.bpe.hf import HfBpe
+from tokfst_cli.bpe.trace import MergeTable, derive
+from tokfst_cli.errors import InputError, UsageError
+from tokfst_cli.support.files import pack, unpack
+from tokfst_cli.tokenizer.model import TokenizerModel, model_text
 
 FORMAT = "tokfst-implicit-bpe"
 VERSION = 2  # 2: no exact-pair array; non-monotone tokens have spine positions and rectangles of their own
@@ -142,7 +143,7 @@ class ImplicitBpe:
         texts = self.derived.get("texts")
         if texts is None:
             if self.alone.any():
-                raise ValueError("ignore_merges artifact used without attach(model)")
+                raise UsageError("ignore_merges artifact used without attach(model)")
             return None
         if len(seq) == 1:
             return None
@@ -377,13 +378,13 @@ _LOADED: OrderedDict[tuple, ImplicitBpe] = OrderedDict()
 def load_or_compile(model: TokenizerModel, artifact: str | None = None) -> ImplicitBpe:
     """An artifact given by path, else the cached one for this fingerprint, else compile and cache.
 
-    A cache entry is sealed (:mod:`tokfst_cli.cache`) and verified on read; a damaged,
+    A cache entry is sealed (:mod:`tokfst_cli.support.cache`) and verified on read; a damaged,
     truncated or foreign one is rebuilt. The one read from the cache is kept for this process
     (with what it derives on use: rows, classes) while its entry is unchanged on disk
     (``cache.identity``), so the canonical builds of one process share it.
     """
-    from .. import cache
-    from ..artifacts import read_artifact
+    from tokfst_cli.support import cache
+    from tokfst_cli.support.files import read_artifact
 
     if artifact is not None:
         return from_bytes(read_artifact(artifact, hint="rebuild-implicit"), model.fingerprint, artifact).attach(model)
@@ -497,7 +498,8 @@ def _check_arrays(a: dict, n: int, damaged) -> None:
         "rpos": within(a["rpos"], -1, n),
         "fb_byte": within(a["fb_byte"], -1, 256),
         "boxes": boxes.ndim == 2 and boxes.shape[1:] == (4,) and within(boxes[:, :2], 0, nright)
-        and within(boxes[:, 2:], 0, k) and bool((boxes[:, 0] <= boxes[:, 1]).all() and (boxes[:, 2] <= boxes[:, 3]).all()),
+        and within(boxes[:, 2:], 0, k)
+        and bool((boxes[:, 0] <= boxes[:, 1]).all() and (boxes[:, 2] <= boxes[:, 3]).all()),
         "fb_delta": delta.shape == (states, 256) and states > 0 and within(delta, -1, states),
     }
     bad += [x for x, ok in checks.items() if not ok]

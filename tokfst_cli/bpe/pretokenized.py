@@ -1,8 +1,8 @@
-"""Stage C for BPE on pre-tokenized text: A_BPE restarted at every pre-token boundary (seed 001 Sec. 3.1, 3.3).
+"""Stage C for BPE on pre-tokenized text: A_BPE restarted at every pre-token boundary (Pitfalls 2025 Sec. 3.1, 3.3).
 
 HF's ``encode`` runs the BPE model on each pre-token of P(text) alone, so a token sequence is
 canonical for the whole pipeline iff it splits into runs, one per pre-token of some P(x), each
-canonical for A_BPE as a whole word (seed 000 Sec. 6.5). Stage S over P's output gives
+canonical for A_BPE as a whole word (Cognetta & Okazaki 2024 Sec. 6.5). Stage S over P's output gives
 S_M = MIN(PROJ(Y o T_M)), Y = PROJ_out(A o P): token ids plus the boundary label (``marker``,
 one past the last token id). The product keeps, next to S_M's state p, the per-word state
 :class:`Word` of A_BPE: class of the last token (``START`` at a word start, ``WHOLE`` after a
@@ -21,13 +21,14 @@ from collections.abc import Callable
 import numpy as np
 import pynini
 
-from ..artifacts import fst_from_arrays
-from ..errors import DisallowedTokenError, EmptyLanguageError, LimitError
-from ..bitsets import as_int32, as_words
-from ..matcher import Steps, unpack
-from .implicit import ImplicitBpe
-from .product import counted, sorted_arcs_reader
-from .word import START, Word
+from tokfst_cli.automata.arrays import fst_from_arrays
+from tokfst_cli.automata.bitsets import as_int32, as_words
+from tokfst_cli.bpe.counted import counted
+from tokfst_cli.bpe.implicit import ImplicitBpe
+from tokfst_cli.bpe.product import sorted_arcs_reader
+from tokfst_cli.bpe.word import START, Word
+from tokfst_cli.decoding.matcher import Steps, unpack
+from tokfst_cli.errors import DisallowedTokenError, EmptyLanguageError, LimitError
 
 Member = tuple[int, int, int, int]  # (state of S_M or R, class, fallback state, trie node)
 
@@ -114,7 +115,7 @@ class MarkedFactorized(Steps):
 
     def __init__(self, arcs: Callable[[int], tuple[np.ndarray, np.ndarray]], finals: np.ndarray, start: int,
                  imp: ImplicitBpe, live=None, limit: int | None = None):
-        from .liveness import compute
+        from tokfst_cli.bpe.liveness import compute
 
         self._arcs, self.finals, self.start, self.imp = arcs, finals, start, imp
         self.word = Word(imp)

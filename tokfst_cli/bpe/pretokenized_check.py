@@ -1,4 +1,4 @@
-"""canonical-check at the pipeline level: is there a text whose ``encode`` is this sequence? (seed 001 Sec. 3.3)
+"""canonical-check at the pipeline level: is there a text whose ``encode`` is this sequence? (Pitfalls 2025 Sec. 3.3)
 
 A subset simulation over R = PROJ_out(P), the pre-tokenized form of every text (a DFA over bytes
 and ``symbols.MARKER``), reading each token's model text and trying a pre-token boundary between
@@ -19,9 +19,9 @@ import itertools
 
 import numpy as np
 
-from ..errors import InputError
-from .implicit import ImplicitBpe
-from .word import Word
+from tokfst_cli.bpe.implicit import ImplicitBpe
+from tokfst_cli.bpe.word import Word
+from tokfst_cli.errors import InputError
 
 MODE_START, MODE_IN, MODE_WHOLE = 0, 1, 2
 Member = tuple[int, int, int, int]

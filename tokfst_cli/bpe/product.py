@@ -1,4 +1,5 @@
-"""Stage C for BPE: canonical filtering with the implicit A_BPE (seed 000 Eq. 5, Sec. 6.5; seed 001 Sec. 3.3).
+"""Stage C for BPE: canonical filtering with the implicit A_BPE (Cognetta & Okazaki 2024 Eq. 5, Sec. 6.5;
+Pitfalls 2025 Sec. 3.3).
 
 Materialized: the product of the agnostic token acceptor S = MIN(PROJ(A o T)) (stage S) with the implicit
 A_BPE, whose state is (class of the last token, byte-fallback DFA state); only reachable pairs
@@ -15,21 +16,21 @@ from collections.abc import Callable
 import numpy as np
 import pynini
 
-from ..artifacts import fst_from_arrays
-from ..errors import DisallowedTokenError, EmptyLanguageError, LimitError
-from ..bitsets import as_int32, as_words
-from ..matcher import Steps, unpack
-from .explicit import START, ignore_merges_correction
-from .implicit import ImplicitBpe
-from .word import Word, stepper
+from tokfst_cli.automata.arrays import fst_from_arrays
+from tokfst_cli.automata.bitsets import as_int32, as_words
+from tokfst_cli.bpe.explicit import START, ignore_merges_correction
+from tokfst_cli.bpe.implicit import ImplicitBpe
+from tokfst_cli.bpe.word import Word, stepper
+from tokfst_cli.decoding.matcher import Steps, unpack
+from tokfst_cli.errors import DisallowedTokenError, EmptyLanguageError, LimitError
 
 State = tuple[int, int, int, int]  # (state of S, class of last token | START | WHOLE, fallback state, trie node)
 
 
 def sorted_arcs_reader(fst: pynini.Fst) -> Callable[[int], tuple[np.ndarray, np.ndarray]]:
     """state -> (token ids sorted, next states), read in bulk (``artifacts.fst_arrays``, ``index.by_label``)."""
-    from ..artifacts import fst_arrays
-    from ..index import by_label
+    from tokfst_cli.automata.arrays import fst_arrays
+    from tokfst_cli.decoding.index import by_label
 
     a = fst_arrays(fst)
     bounds, label, dst = by_label(a.src, a.ilabel - 1, a.nextstate, len(a.final))
@@ -108,7 +109,7 @@ class Factorized(Steps):
     """
 
     def __init__(self, arcs, finals: np.ndarray, start: int, imp: ImplicitBpe, live=None, limit: int | None = None):
-        from .liveness import compute
+        from tokfst_cli.bpe.liveness import compute
 
         self._arcs = arcs  # state -> (sorted token ids, next states), or a function computing it
         self.finals = finals
@@ -162,18 +163,5 @@ class Factorized(Steps):
         return bool(self.finals[p]) and self.word.ends(cls, fb, node)
 
 
-def factorize(agnostic: pynini.Fst, imp: ImplicitBpe, limit: int | None = None):
-    """Wrap S and the implicit A_BPE; their co-reachability is computed, nothing else is expanded.
-    ``limit`` (``max_tokens``): within that many tokens (``counted.CountedFactorized``)."""
-    zero = pynini.Weight.zero(agnostic.weight_type())
-    finals = np.array([agnostic.final(s) != zero for s in range(agnostic.num_states())])
-    return counted(Factorized(sorted_arcs_reader(agnostic), finals, agnostic.start(), imp, limit=limit), limit)
 
 
-def counted(decoder, limit: int | None):
-    """The decoder within ``limit`` tokens (itself when None)."""
-    if limit is None:
-        return decoder
-    from .counted import CountedFactorized
-
-    return CountedFactorized(decoder, limit)

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..tokenizer import TokenizerModel, strip_markers
-from .hf import HfBpe
+from tokfst_cli.bpe.hf import HfBpe
+from tokfst_cli.tokenizer.model import TokenizerModel, model_text
 
 INF = np.int64(1) << 62  # "no merge" / "never consumed"
 
@@ -38,11 +38,6 @@ class Derivations:
     fallback: np.ndarray  # byte-fallback tokens <0xNN>: outside merges, handled by the UTF-8 rule
 
 
-def model_text(model: TokenizerModel, tid: int) -> tuple[str, bool, bool]:
-    """The text HF's model sees for a token, and whether it carries the continuing-subword
-    prefix (word-internal start) and the end-of-word suffix (word end)."""
-    return strip_markers(model.tokens[tid], model.options.get("continuing_subword_prefix") or "",
-                         model.options.get("end_of_word_suffix") or "")
 
 
 class MergeTable:

@@ -1,4 +1,4 @@
-"""The unit graph of the factorized canonical BPE product, as flat arrays (issue #12; ``liveness``).
+"""The unit graph of the factorized canonical BPE product, as flat arrays (``liveness``).
 
 The units (``liveness``' module docstring) that a decoder can reach from the start state,
 explored with the decoder's own token filters: a generic unit (p, fb) offers the tokens of
@@ -19,8 +19,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .explicit import START
-from .word import DEAD, WHOLE, Word
+from tokfst_cli.bpe.explicit import START
+from tokfst_cli.bpe.word import DEAD, WHOLE, Word
 
 
 def distinct(keys: np.ndarray) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""A_BPE on one word, as a deterministic automaton over token ids (seed 000 Sec. 6.5; seed 001 Sec. 3.3).
+"""A_BPE on one word, as a deterministic automaton over token ids (Cognetta & Okazaki 2024 Sec. 6.5;
+Pitfalls 2025 Sec. 3.3).
 
 :class:`Stepper`: the implicit A_BPE's state (class of the last token, byte-fallback DFA state)
 with cached per-state masks. :class:`Word`: the same on one pre-token, with the word-start
@@ -12,10 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InputError
-from . import rows as rowmod
-from .explicit import START, fallback_ok, successors
-from .implicit import ImplicitBpe
+from tokfst_cli.bpe import rows as rowmod
+from tokfst_cli.bpe.explicit import START, fallback_ok, successors
+from tokfst_cli.bpe.implicit import ImplicitBpe
+from tokfst_cli.errors import InputError
 
 WHOLE = -2  # after a token ignore_merges allows only as the whole word
 DEAD = -1  # trie node: this word is no replaced sequence

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from .output import OUT
+from tokfst_cli.cli.output import OUT
 
 
 class Mode(str, Enum):
@@ -25,8 +25,8 @@ class Mode(str, Enum):
     ready = "ready"
     filters = "filters"
     inspect = "inspect"
-    schemas = "schemas"  # issue #15
-    terminals = "terminals"  # issue #15
+    schemas = "schemas"
+    terminals = "terminals"
     all = "all"
 
 
@@ -51,8 +51,8 @@ TIMEOUT = typer.Option(None, "--timeout", min=0.001, metavar="SECONDS",
                             "it reports >T [default: 600]. schemas: limit per peer call [default: 20].")
 TOKENIZER = typer.Option(None, "--tokenizer", metavar="TOKENIZER",
                          help="A tokenizer.json or bundled name, repeatable: the tokenizer of peers, masks, "
-                              "promote, canonical, compile, logits, ready, filters, inspect and terminals (maxmatch: a WordPiece "
-                              "one), and an "
+                              "promote, canonical, compile, logits, ready, filters, inspect and terminals "
+                              "(maxmatch: a WordPiece one), and an "
                               "extra row in table2 and paragraph [default: gpt2].")
 REGEX = typer.Option(None, "-e", "--regex", metavar="REGEX",
                      help="peers, masks, promote, canonical, maxmatch, logits, ready, filters, inspect: a regex, "
@@ -79,7 +79,7 @@ CSV_OUT = typer.Option(None, "--csv", metavar="FILE", help="Write all table rows
 PLOT = typer.Option(None, "--plot", metavar="FILE",
                     help="Plot the scaling tables (time or size vs vocabulary) to FILE.svg or FILE.png.")
 VERBOSE = typer.Option(False, "-v", "--verbose", help="Progress lines on stderr.")
-# ---- bench schemas (issue #15) ----
+# ---- bench schemas ----
 DIRECTORY = typer.Argument(None, metavar="DIR", help="schemas: a directory of JSON Schema files (*.json).")
 PEERS = typer.Option(True, "--peers/--no-peers", help="schemas: compile with outlines-core, llguidance, xgrammar too.")
 LIMIT = typer.Option(None, "--limit", min=1, metavar="N", help="schemas: the first N files of DIR (sorted) only.")
@@ -104,7 +104,7 @@ def bench_cmd(
     """Reproduce the paper's tables and time tokfst against its peers."""
     from rich.console import Console
 
-    from ..bench import run
+    from tokfst_cli.bench import run
 
     if (mode is Mode.schemas) != (directory is not None):
         raise typer.BadParameter("bench schemas takes a DIR of JSON Schemas; the other modes none",
@@ -128,8 +128,8 @@ def bench_cmd(
 def schemas_request(directory: str, tokenizer: Optional[list[str]], peers: bool, repeat: Optional[int],
                     timeout: Optional[float], tokfst_timeout: float, limit: Optional[int], terminals: bool,
                     json_out: Optional[str], csv_out: Optional[str]):
-    """The options of ``tokfst bench schemas DIR`` (issue #15) as a ``bench.schemas.Request``."""
-    from ..bench import schemas
+    """The options of ``tokfst bench schemas DIR`` as a ``bench.schemas.Request``."""
+    from tokfst_cli.bench import schemas
 
     return schemas.Request(directory, tokenizer or [], peers, repeat or 1,
                            schemas.TIMEOUT if timeout is None else timeout, tokfst_timeout, limit, terminals,
@@ -140,7 +140,7 @@ def _schemas(req, plot: Optional[str], verbose: bool) -> None:
     """``tokfst bench schemas DIR``: :mod:`tokfst_cli.bench.schemas`."""
     from rich.console import Console
 
-    from ..bench import schemas
+    from tokfst_cli.bench import schemas
 
     if plot is not None:
         raise typer.BadParameter("bench schemas has no scaling table to plot", param_hint="'--plot'")

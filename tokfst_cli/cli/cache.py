@@ -6,9 +6,9 @@ from enum import Enum
 
 import typer
 
-from .. import cache
-from .doctor import size_text
-from .output import OUT
+from tokfst_cli.cli.doctor import size_text
+from tokfst_cli.cli.output import OUT
+from tokfst_cli.support import cache
 
 
 class Action(str, Enum):

@@ -1,6 +1,6 @@
 """``tokfst canonical-check``: read in chunks, check against the canonical automaton, report (grep's exit codes).
 
-The work is :mod:`tokfst_cli.check`'s; lines are reported chunk by chunk as they are checked, so
+The work is :mod:`tokfst_cli.analysis.check`'s; lines are reported chunk by chunk as they are checked, so
 memory stays flat in the input size. A bad line stops the run (exit 2) before any line of its
 chunk (``check.CHUNK_LINES`` lines) is written; lines of earlier chunks have been written.
 """
@@ -13,12 +13,12 @@ from typing import Optional
 
 import typer
 
-from .. import check
-from .. import tokenizer as tokmod
-from ..errors import InputError
-from ..symbols import unescape
-from .common import Level, LevelOpt, Tokenizer
-from .output import OUT
+from tokfst_cli.analysis import check
+from tokfst_cli.automata.symbols import unescape
+from tokfst_cli.cli.common import Level, LevelOpt, Tokenizer
+from tokfst_cli.cli.output import OUT
+from tokfst_cli.errors import InputError
+from tokfst_cli.tokenizer import model as tokmod
 
 _INT = re.compile(r"-?[0-9]+")  # str.isdigit() also accepts "²", which int() refuses
 
@@ -40,7 +40,7 @@ def canonical_check_cmd(
     quiet: bool = typer.Option(False, "-q", "--quiet", help="No output; the exit status says it all."),
     level: Level = LevelOpt,
 ) -> None:
-    """Check token sequences for canonicity (BPE: seed 000 Sec. 6.5; WordPiece: Sec. 6.2)."""
+    """Check token sequences for canonicity (BPE: Cognetta & Okazaki 2024 Sec. 6.5; WordPiece: Sec. 6.2)."""
     model = tokmod.load(tokenizer)
     if model.family == "wordpiece" and artifact is not None:
         raise InputError("--artifact is for BPE tokenizers", "drop --artifact for a WordPiece tokenizer")

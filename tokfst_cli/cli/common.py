@@ -8,8 +8,8 @@ from pathlib import Path
 
 import typer
 
-from ..artifacts import FST_MAGIC
-from ..errors import InputError
+from tokfst_cli.automata.fst_io import FST_MAGIC
+from tokfst_cli.errors import InputError
 
 STATE = {"debug": False}
 

@@ -1,4 +1,5 @@
-"""``tokfst compile-maxmatch``: parse, build T_Aho (``maxmatch.composition``), write (help: ``helptext.COMPILE_MAXMATCH``)."""
+"""``tokfst compile-maxmatch``: parse, build T_Aho (``maxmatch.composition``), write
+(help: ``helptext.COMPILE_MAXMATCH``)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,13 @@ from typing import Optional
 
 import typer
 
-from .. import tokenizer as tokmod
-from ..maxmatch.composition import compiled
-from ..artifacts import fst_bytes
-from ..errors import InputError
-from ..promote import count_arcs
-from .common import Out
-from .output import OUT
+from tokfst_cli.automata.fst_io import fst_bytes
+from tokfst_cli.cli.common import Out
+from tokfst_cli.cli.output import OUT
+from tokfst_cli.errors import InputError
+from tokfst_cli.maxmatch.composition import compiled
+from tokfst_cli.promotion.promote import count_arcs
+from tokfst_cli.tokenizer import model as tokmod
 
 
 def compile_maxmatch_cmd(
@@ -22,7 +23,7 @@ def compile_maxmatch_cmd(
     info: bool = typer.Option(False, "--info", help="Print states, arcs, bytes and build time instead of the .fst."),
     json_out: bool = typer.Option(False, "--json", help="With --info: one JSON object."),
 ) -> None:
-    """Compile the MaxMatch transducer T_Aho (seed 000 Sec. 6.2, App. C Alg. 7-8)."""
+    """Compile the MaxMatch transducer T_Aho (Cognetta & Okazaki 2024 Sec. 6.2, App. C Alg. 7-8)."""
     model = tokmod.load(tokenizer)
     if model.family != "wordpiece":
         raise InputError(f"{model.source} is a {model.family} tokenizer",

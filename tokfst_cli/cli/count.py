@@ -7,18 +7,20 @@ from typing import Optional
 
 import typer
 
-from .. import constraint, counting
-from .. import tokenizer as tokmod
-from ..lexicon import lexicon
-from .common import MaxStates, Out, Tokenizer
-from .output import OUT
+from tokfst_cli import constraint
+from tokfst_cli.analysis import counting
+from tokfst_cli.cli.common import MaxStates, Out, Tokenizer
+from tokfst_cli.cli.output import OUT
+from tokfst_cli.promotion.lexicon import lexicon
+from tokfst_cli.tokenizer import model as tokmod
 
 MaxLen = typer.Option(None, "--max-len", min=0, metavar="N",
                       help="Count lengths 0..N (tokens for sequences, bytes for strings); needed for an infinite "
                            "language [default: the longest].")
 MaxArcs = typer.Option(counting.MAX_ARCS, "--max-arcs", min=1, metavar="N",
                        help="Factorized artifacts: expand at most N arcs through the decoder.")
-Artifact = typer.Argument(..., metavar="ARTIFACT", help="An artifact of tokfst promote: .fst, index JSON, or factorized.")
+Artifact = typer.Argument(..., metavar="ARTIFACT",
+                          help="An artifact of tokfst promote: .fst, index JSON, or factorized.")
 
 def table(tally: counting.Tally) -> str:
     """Columns length, sequences, strings; rows with a count, then total and longest."""

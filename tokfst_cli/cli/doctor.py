@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import typer
 
-from .. import doctor
-from .output import OUT
+from tokfst_cli.cli.output import OUT
+from tokfst_cli.support import doctor
 
 
 def doctor_cmd(

@@ -1,4 +1,5 @@
-"""``tokfst draw``: parse, build or read the automaton, render with ``tokfst_cli.draw``, write (help: ``helptext.DRAW``)."""
+"""``tokfst draw``: parse, build or read the automaton, render with ``tokfst_cli.analysis.draw``, write
+(help: ``helptext.DRAW``)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,12 @@ from typing import Optional
 
 import typer
 
-from .. import draw
-from ..artifacts import read_fst
-from ..errors import InputError
-from ..regex import compile_regex
-from .common import out_not_an_automaton
-from .output import OUT
+from tokfst_cli.analysis import draw
+from tokfst_cli.automata.fst_io import read_fst
+from tokfst_cli.cli.common import out_not_an_automaton
+from tokfst_cli.cli.output import OUT
+from tokfst_cli.errors import InputError
+from tokfst_cli.text.regex import compile_regex
 
 
 class Format(str, Enum):
@@ -74,7 +75,7 @@ def _check_options(regex: str | None, vocab: str | None, maxmatch: bool, stages:
 def _automaton(src: str | None, regex: str | None, vocab: str | None, maxmatch: bool, pretokenizer: str | None):
     """What to draw: P or A o P, the promoted automaton (-e and --vocab), A (-e), T or T_Aho (--vocab), or IN."""
     if pretokenizer is not None:
-        from ..pretok.build import for_tokenizer
+        from tokfst_cli.pretok.build import for_tokenizer
 
         return for_tokenizer(pretokenizer, regex)
     if regex is not None and vocab is not None:
@@ -104,9 +105,9 @@ def draw_cmd(
         False, "--maxmatch",
         help="With --vocab: MaxMatch (greedy longest match, every piece at every position) instead of all "
              "tokenizations: draw T_Aho with its failure (phi) arcs; with -e, MIN(PROJ(A o T_Aho)); "
-             "with --stages, the panels of seed 000 Fig. 4."),
+             "with --stages, the panels of Cognetta & Okazaki 2024 Fig. 4."),
     stages: bool = typer.Option(False, "--stages",
-                                help="With -e and --vocab: write the five panels of seed 000 Fig. 3 "
+                                help="With -e and --vocab: write the five panels of Cognetta & Okazaki 2024 Fig. 3 "
                                      "(Fig. 4 with --maxmatch), OUT fig3.svg giving fig3-a.svg ... "
                                      "fig3-e.svg (OUT required)."),
     fmt: Optional[Format] = typer.Option(None, "--format",
@@ -117,9 +118,9 @@ def draw_cmd(
     pretokenizer: Optional[str] = typer.Option(
         None, "--pretokenizer", metavar="TOKENIZER",
         help="Draw the preprocessing transducer P of a BPE tokenizer (its normalizer and pre-tokenizer, "
-             "seed 001 Fig. 2(b)); with -e, A o P for that regex."),
+             "Pitfalls 2025 Fig. 2(b)); with -e, A o P for that regex."),
 ) -> None:
-    """Draw an automaton as dot, svg, pdf or png (seed 000 Figs. 3 and 4, Secs. 5 and 6.2)."""
+    """Draw an automaton as dot, svg, pdf or png (Cognetta & Okazaki 2024 Figs. 3 and 4, Secs. 5 and 6.2)."""
     built = regex is not None or vocab is not None or pretokenizer is not None
     src, out = _split_paths([p for p in (first, second) if p is not None], built)
     _check_options(regex, vocab, maxmatch, stages, out, pretokenizer)

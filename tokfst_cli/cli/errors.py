@@ -7,7 +7,7 @@ becomes a command-line fix.
 
 from __future__ import annotations
 
-from ..errors import LimitError, TokfstError
+from tokfst_cli.errors import LimitError, TokfstError
 
 FLAGS = {"max_states": "--max-states", "max_arcs": "--max-arcs", "max_tokens": "--max-tokens", "max_len": "--max-len"}
 
@@ -37,7 +37,7 @@ def exit_codes_line() -> str:
     return "Exit codes: " + "; ".join(f"{code} {short}" for code, short, _ in EXIT_CODES) + "."
 
 
-# the command line's wording of the guard's limits (tokfst_cli.guard): --timeout and --max-memory
+# the command line's wording of the guard's limits (tokfst_cli.support.guard): --timeout and --max-memory
 TIME_LIMIT = "time limit: {stage} still running after {elapsed:.0f} s{size} (--timeout {timeout}); " \
              "raise --timeout or simplify the input"
 MEMORY_LIMIT = "memory limit: {stage} needed more than --max-memory {limit}{size}; " \
@@ -66,7 +66,8 @@ MESSAGES = {
     "prompt-max-tokens": "--max-tokens cannot be combined with --prompt",
     "filters-factorized": "the token filters ({names}) need the materialized automaton, which passes --max-arcs",
     "filters-empty": "the filters ({names}) leave no string of the regex",
-    "terminals-agnostic": "--terminals builds agnostic automata only, not with {what}",  # what: canonical promotion, token filters
+    # what: canonical promotion, token filters
+    "terminals-agnostic": "--terminals builds agnostic automata only, not with {what}",
     "lazy-filters": "--format lazy applies the text filters only (--scripts, --ascii, --nfc), not {flags}",
 }
 

@@ -1,7 +1,7 @@
 """The long help of each command (``tokfst CMD --help``, the man page), kept apart from the code."""
 
 PROMOTE = """\
-Promote a regex to the automaton of all token sequences that spell it (seed 000 Eq. 3).
+Promote a regex to the automaton of all token sequences that spell it (Cognetta & Okazaki 2024 Eq. 3).
 
 The result accepts exactly the sequences of TOKENIZER's tokens whose concatenated surface
 bytes are a UTF-8 string matching REGEX in full: MIN(PROJ(A o T)) for the regex's byte
@@ -55,7 +55,7 @@ writes the factorized form: the text automaton plus the tokenizer fingerprint (B
 tokfst-factorized; WordPiece: tokfst-factorized-maxmatch), whose masks are computed per
 step by the Python API (tokfst_cli.constraint.load).
 
-JSON Schema (seed 004 Sec. 5.1): --schema FILE replaces the regex by the JSON texts valid
+JSON Schema (Koo et al. 2024 Sec. 5.1): --schema FILE replaces the regex by the JSON texts valid
 under the schema, compiled to a byte automaton with pynini ($ref/$defs compiled once and
 reused; recursion and free values nest at most --max-depth deep). One spelling per value:
 numbers in plain shortest decimal form, strings as json.dumps(ensure_ascii=False) writes
@@ -66,7 +66,7 @@ Unsupported keywords (unevaluatedProperties, unevaluatedItems, $dynamicRef, ...)
 by name, or ignored with a warning under --lenient; formats outside date, time, date-time,
 email, uuid, uri, ipv4, ipv6, hostname, ... are annotations, named in a warning.
 
-Terminal labels (seed 004 Sec. 2.5.1; agnostic only): --terminals replaces the token arcs of
+Terminal labels (Koo et al. 2024 Sec. 2.5.1; agnostic only): --terminals replaces the token arcs of
 a wildcard loop ([^"\\\\]*, [^\\n]{0,80}, a JSON string's contents) by one arc per length class
 whose label names a precomputed token mask, e.g. <JSON_STRING:1+> (one token of one or more
 JSON string characters) or <JSON_STRING:1+@U+0022> (a quote, then such characters). The
@@ -75,7 +75,7 @@ wildcard's edge (\\", ."\\n) stay ordinary arcs. Labels are ids past the vocabul
 the .fst's symbol table; the index (version 2) lists each terminal's mask. Default: on with
 --schema or a token group below, off otherwise; --no-terminals expands them.
 
-Regex groups (seed 004 Table 1): (?P<TEXT_TOKEN>) one token of any text, (?P<PARAGRAPH_TOKEN>)
+Regex groups (Koo et al. 2024 Table 1): (?P<TEXT_TOKEN>) one token of any text, (?P<PARAGRAPH_TOKEN>)
 one token without a newline (token-level: one token of any tokenization, agnostic only; a
 state's own token arcs take precedence over them); (?P<QUOTED_TEXT>) a JSON-style quoted
 string with backslash escapes; (?P<UNQUOTED_TEXT>) a YAML-style plain scalar on one line;
@@ -83,7 +83,7 @@ and the syntactic sugar (?P<SUBSTRING_OF>text), (?P<DELIMITED_LIST>(item)(sep){m
 (?P<DELIMITED_SUBSEQUENCE_OF>(a)(b)...(sep)), (?P<TEXT_UNTIL>stop), each compiled to its
 small automaton directly (README: Regex groups).
 
-Token healing (--canonical only; seed 001 Sec. 4.4): --prompt TEXT or --prompt-file FILE
+Token healing (--canonical only; Pitfalls 2025 Sec. 4.4): --prompt TEXT or --prompt-file FILE
 puts the prompt's text before the regex's, so the canonical automaton tokenizes the
 boundary as encode(prompt + completion) does. stderr tells how many of encode(prompt)'s
 first tokens to keep in the model's context (every accepted sequence starts with them);
@@ -92,7 +92,7 @@ or factorized) starts after the kept tokens. The index ("healing") and the facto
 header record the prompt, the kept ids and the re-tokenized count. A prompt holding an
 added token's text (e.g. <|endoftext|>) is refused, and so is --max-tokens with --prompt.
 
-Filters (seed 001 Sec. 4) restrict the constraint without rewriting the regex, agnostic or
+Filters (Pitfalls 2025 Sec. 4) restrict the constraint without rewriting the regex, agnostic or
 canonical. Text filters intersect the regex's byte automaton before preprocessing:
 --scripts S,... (Unicode Script values, matched loosely, e.g. Latin, Greek, grek, Han;
 Common and Inherited characters are always allowed), --ascii (U+0000-U+007F), --nfc (text
@@ -130,7 +130,7 @@ Examples:
 """
 
 DRAW = """\
-Draw an automaton as dot, svg, pdf or png (seed 000 Figs. 3 and 4, Secs. 5 and 6.2).
+Draw an automaton as dot, svg, pdf or png (Cognetta & Okazaki 2024 Figs. 3 and 4, Secs. 5 and 6.2).
 
 Draws IN (an OpenFst file such as the output of 'tokfst promote'), the byte automaton A of
 a regex (-e), the lexicon transducer T of a tiny vocabulary (--vocab), or with both the
@@ -145,14 +145,14 @@ transducers, one label for acceptors. The start state has an incoming arrow, fin
 are double circles. Arcs between the same two states share one edge; past --max-arcs arcs,
 a state's remaining arcs fold into one '+K more' edge.
 
---stages writes each panel of seed 000 Fig. 3 to its own file: (a) the character
+--stages writes each panel of Cognetta & Okazaki 2024 Fig. 3 to its own file: (a) the character
 automaton A, (b) the character-to-subword transducer T, (c) A o T, (d) PROJ(A o T), the
 output projection before epsilon removal, and (e) MIN(PROJ(A o T)). OUT fig3.svg gives
 fig3-a.svg ... fig3-e.svg; files are written only after all five have rendered.
 
---maxmatch tokenizes greedily (MaxMatch, seed 000 Sec. 6.2) with every piece usable at
-every position, as in seed 000 Fig. 4. With --stages it writes that figure's panels: (a)
-A, (b) the MaxMatch transducer T_Aho (seed 000 Alg. 8) with failure arcs drawn as phi
+--maxmatch tokenizes greedily (MaxMatch, Cognetta & Okazaki 2024 Sec. 6.2) with every piece usable at
+every position, as in Cognetta & Okazaki 2024 Fig. 4. With --stages it writes that figure's panels: (a)
+A, (b) the MaxMatch transducer T_Aho (Cognetta & Okazaki 2024 Alg. 8) with failure arcs drawn as phi
 arcs, (c) T, (d) MIN(PROJ(A o T_Aho)), the greedy tokenizations, and (e) MIN(PROJ(A o T)),
 where the states and arcs on no greedy tokenization are dashed and red.
 
@@ -166,7 +166,7 @@ Examples:
 """
 
 CANONICAL_CHECK = """\
-Check token sequences for canonicity (BPE: seed 000 Sec. 6.5; WordPiece: Sec. 6.2).
+Check token sequences for canonicity (BPE: Cognetta & Okazaki 2024 Sec. 6.5; WordPiece: Sec. 6.2).
 
 BPE (--level pipeline, the default): a sequence is canonical when encode(text,
 add_special_tokens=False) gives exactly it for some text: it splits into pre-tokens that
@@ -207,7 +207,7 @@ Examples:
 """
 
 COMPILE_BPE = """\
-Compile the canonical BPE automaton A_BPE (seed 000 Sec. 6.4-6.5).
+Compile the canonical BPE automaton A_BPE (Cognetta & Okazaki 2024 Sec. 6.4-6.5).
 
 A_BPE accepts exactly the token sequences Hugging Face's BPE model produces for some
 text (one pre-token): merges by (rank, leftmost position), a repeated pair keeping its
@@ -233,7 +233,7 @@ Examples:
 """
 
 COMPILE_MAXMATCH = """\
-Compile the MaxMatch transducer T_Aho (seed 000 Sec. 6.2, App. C Alg. 7-8).
+Compile the MaxMatch transducer T_Aho (Cognetta & Okazaki 2024 Sec. 6.2, App. C Alg. 7-8).
 
 T_Aho maps a pre-tokenized text to exactly the token ids Hugging Face's WordPiece model
 produces: per word, greedy longest match from the left (word-initial pieces first, "##"
@@ -260,7 +260,8 @@ Examples:
 """
 
 BENCH = """\
-Reproduce the paper's tables and time tokfst against its peers (seed 000 Sec. 6.4-6.5, seed 003).
+Reproduce the paper's tables and time tokfst against its peers (Cognetta & Okazaki 2024 Sec. 6.4-6.5, \
+the structured-generation practical).
 
 \b
 table1     Table 1: canonical promotion time of the automaton of all strings within edit
@@ -275,7 +276,7 @@ paragraph  Sec. 6.4.1: a corpus paragraph (~--paragraph-chars) tokenized via the
            vs HF's encode: time per trial, and equality of the token ids.
 peers      per regex: tokfst's agnostic and canonical promotion vs outlines-core's Index
            (optional: pip install 'tokfst[bench]'), ratios, start masks, non-canonical first
-           tokens; default regexes: the six of the foundation issue and seed 001's Pokedex.
+           tokens; default regexes: the six of the foundation issue and Pitfalls 2025's Pokedex.
 masks      per-step masks along HF's tokenization of a sample per regex, each at a fresh
            state, as a packed bitmask: tokfst's index, lazy decoder, canonical
            materialized and factorized vs outlines-core, llguidance and xgrammar
@@ -311,7 +312,7 @@ check      per --tokenizer (any family): canonical-check --input text on --lines
 compile    per BPE --tokenizer: compile-bpe as a whole process with an empty cache
            (--repeat runs): time, peak RSS and artifact bytes against the targets 10 s,
            1 GB, 8 MB; merges, traces out of rank order, and the time by stage.
-schemas    (issue #15) DIR: per JSON Schema file of DIR (sorted; --limit N: the first
+schemas    DIR: per JSON Schema file of DIR (sorted; --limit N: the first
            N), tokfst's compile_schema, the lazy decoder (ready, masks), agnostic
            promotion on each --tokenizer (terminal labels unless --no-terminals) and the
            mask time along a random walk, vs
@@ -320,7 +321,7 @@ schemas    (issue #15) DIR: per JSON Schema file of DIR (sorted; --limit N: the 
            [20 s], --tokfst-timeout per tokfst stage [120 s]; --repeat [1]. Status per
            file (compiled, refused, limit, memory, error, timeout), coverage, median and
            p95 per engine, peer/tokfst ratios.
-terminals  (issue #15) per --tokenizer and pattern (default: five wildcard patterns; or -e,
+terminals  per --tokenizer and pattern (default: five wildcard patterns; or -e,
            -f): agnostic promotion expanded and with terminal labels: time, states, arcs,
            the largest state, states of 10^4+ arcs, the most arcs of a terminals state
            whose expanded twin has 10^4+, index export, decoder load, mask at fresh states.
@@ -472,7 +473,7 @@ Examples:
 
 INSPECT = """\
 Inspect token automata: their structure and, on a regex, the skip rate of decoding
-(seed 001 Sec. 3.3.1, Table 2; App. C's Pokedex object is catalogue.POKEDEX).
+(Pitfalls 2025 Sec. 3.3.1, Table 2; App. C's Pokedex object is catalogue.POKEDEX).
 
 With ARTIFACT (any artifact of tokfst promote; factorized ones are expanded up to
 --max-arcs arcs): states, arcs, final states; coalescence: the distinct masks
@@ -514,7 +515,7 @@ Examples:
   tokfst inspect gpt2 date.json
 """
 
-# global options kept by the supervisor (tokfst_cli.guard)
+# global options kept by the supervisor (tokfst_cli.support.guard)
 TIMEOUT_OPTION = ("End the command with exit 3 when it runs longer than SECONDS, naming the stage it was in; "
                   "0 = no limit [default: no limit].")
 MAX_MEMORY_OPTION = ("End the command with exit 3 when it needs more memory than SIZE: "

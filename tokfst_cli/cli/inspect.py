@@ -7,12 +7,13 @@ from typing import Optional
 
 import typer
 
-from .. import constraint, counting, inspection, pipeline
-from .. import tokenizer as tokmod
-from ..errors import InputError
-from .common import MaxStates, Tokenizer, out_not_an_automaton, read_pattern
-from .count import MaxArcs
-from .output import OUT
+from tokfst_cli import constraint, pipeline
+from tokfst_cli.analysis import counting, inspection
+from tokfst_cli.cli.common import MaxStates, Tokenizer, out_not_an_automaton, read_pattern
+from tokfst_cli.cli.count import MaxArcs
+from tokfst_cli.cli.output import OUT
+from tokfst_cli.errors import InputError
+from tokfst_cli.tokenizer import model as tokmod
 
 ROWS = [("states", "states"), ("arcs", "arcs"), ("finals", "final states"), ("masks", "distinct masks"),
         ("states_in_shared_masks", "states in shared masks"), ("single_token_states", "single-token states"),
@@ -58,7 +59,7 @@ def inspect_cmd(
     max_arcs: int = MaxArcs,
     max_states: int = MaxStates,
 ) -> None:
-    """Inspect token automata: structure, coalescence and skip rates (seed 001 Sec. 3.3.1)."""
+    """Inspect token automata: structure, coalescence and skip rates (Pitfalls 2025 Sec. 3.3.1)."""
     if regex is not None or regex_file is not None:
         if artifact is not None and out is not None:
             raise InputError("give ARTIFACT or a regex (-e, -f), not both", "drop one of them")

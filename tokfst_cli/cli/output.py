@@ -1,11 +1,11 @@
 """The command line's one output object: data to stdout or OUT, diagnostics and progress to stderr.
 
 Every command writes through :data:`OUT`: ``data`` (bytes, to a file written atomically, a
-FIFO or device written in place, or stdout: :func:`tokfst_cli.artifacts.destination`), ``text``
+FIFO or device written in place, or stdout: :func:`tokfst_cli.support.files.destination`), ``text``
 and ``record`` (lines on stdout), ``say`` (one diagnostic line on stderr, never wrapped or
 styled) and ``progress`` (an activity). Errors are worded in :mod:`.errors`.
 
-The progress line: while an activity or a pipeline stage (:mod:`tokfst_cli.progress`) has been
+The progress line: while an activity or a pipeline stage (:mod:`tokfst_cli.support.progress`) has been
 running for more than ~1 s (``TOKFST_PROGRESS_DELAY`` seconds), a rich status line on stderr
 shows the activity, the stage, the size reached so far and the time elapsed; it is erased when
 the work ends. Nothing is shown when stderr is not a terminal, or when quiet (the global
@@ -28,9 +28,10 @@ from typing import Any
 import pynini
 from rich.console import Console
 
-from .. import progress as stages
-from ..artifacts import destination, write_bytes, write_fst
-from ..errors import InputError
+from tokfst_cli.automata.fst_io import write_fst
+from tokfst_cli.errors import InputError
+from tokfst_cli.support import progress as stages
+from tokfst_cli.support.files import destination, write_bytes
 
 TICK = 0.1  # seconds between progress line updates
 
@@ -56,7 +57,7 @@ class ProgressLine:
         return not self.out.is_quiet() and self.out.err.is_terminal
 
     def on_report(self, name: str, size: int | None, elapsed: float) -> None:
-        """A :func:`tokfst_cli.progress.listen` listener."""
+        """A :func:`tokfst_cli.support.progress.listen` listener."""
         if not self.enabled():
             return
         start = time.monotonic() - elapsed

@@ -7,14 +7,14 @@ from typing import Optional
 
 import typer
 
-from .. import pipeline
-from .. import tokenizer as tokmod
-from ..filters import Filters
-from ..promote import count_arcs
-from ..errors import InputError
-from .common import Level, LevelOpt, MaxStates, Out, Tokenizer, read_pattern, read_text
-from .errors import flag
-from .output import OUT
+from tokfst_cli import pipeline
+from tokfst_cli.cli.common import Level, LevelOpt, MaxStates, Out, Tokenizer, read_pattern, read_text
+from tokfst_cli.cli.errors import flag
+from tokfst_cli.cli.output import OUT
+from tokfst_cli.errors import InputError
+from tokfst_cli.filters.compose import Filters
+from tokfst_cli.promotion.promote import count_arcs
+from tokfst_cli.tokenizer import model as tokmod
 
 
 class Method(str, Enum):
@@ -35,7 +35,7 @@ SCRIPTS = typer.Option(None, "--scripts", metavar="SCRIPT,...",
                        help="Only text of these Unicode scripts (e.g. Latin,Greek,Han), plus Common and Inherited "
                             "characters (digits, punctuation, spaces, combining marks).")
 ASCII = typer.Option(False, "--ascii", help="Only ASCII text.")
-NFC = typer.Option(False, "--nfc", help="Only text in Unicode Normalization Form C (seed 001 Sec. 4.1).")
+NFC = typer.Option(False, "--nfc", help="Only text in Unicode Normalization Form C (Pitfalls 2025 Sec. 4.1).")
 NO_BYTE_TOKENS = typer.Option(False, "--no-byte-tokens",
                               help="No byte token (byte fallback <0xNN>, or a byte-level token that is a partial "
                                    "UTF-8 character) where a token spells the whole character.")
@@ -44,8 +44,10 @@ LITERAL_ASCII = typer.Option(False, "--literal-ascii",
                                   "stay allowed.")
 FUSE_SPACES = typer.Option(False, "--fuse-spaces",
                            help="No isolated space token [ ][c...] where the fused token [ c...] exists "
-                                "(seed 001 Sec. 4.5).")
-MAX_TOKENS = typer.Option(None, "--max-tokens", min=0, metavar="N", help="Only sequences of at most N tokens (--format index: kept as the automaton and N, no product).")
+                                "(Pitfalls 2025 Sec. 4.5).")
+MAX_TOKENS = typer.Option(None, "--max-tokens", min=0, metavar="N",
+                          help="Only sequences of at most N tokens (--format index: kept as the automaton and N, "
+                               "no product).")
 PROMPT = typer.Option(None, "--prompt", metavar="TEXT",
                       help="--canonical: token healing: the prompt's text before the regex's (see below).")
 PROMPT_FILE = typer.Option(None, "--prompt-file", metavar="FILE", help="Read --prompt's text from a file.")
@@ -63,10 +65,12 @@ WHITESPACE = typer.Option(Whitespace.compact, "--whitespace", help="--schema: th
 MAX_DEPTH = typer.Option(None, "--max-depth", min=0, metavar="N",
                          help="--schema: nest $ref recursion and free values at most N deep [default: 3].")
 LENIENT = typer.Option(False, "--lenient", help="--schema: ignore unsupported keywords (listed in a warning).")
-ANY_ORDER = typer.Option(False, "--any-order", help="--schema: object properties (and const/enum objects' keys) in any order (default: stable order).")
+ANY_ORDER = typer.Option(False, "--any-order",
+                         help="--schema: object properties (and const/enum objects' keys) in any order "
+                              "(default: stable order).")
 TERMINALS = typer.Option(None, "--terminals/--no-terminals",
                          help="Wildcard loops as terminal labels: one arc per length class whose token mask is "
-                              "precomputed (seed 004 Sec. 2.5.1; agnostic only). Default: on with --schema or a "
+                              "precomputed (Koo et al. 2024 Sec. 2.5.1; agnostic only). Default: on with --schema or a "
                               "(?P<TEXT_TOKEN>)/(?P<PARAGRAPH_TOKEN>) group, else off; --no-terminals expands "
                               "them into token arcs.", show_default=False)
 
@@ -74,14 +78,16 @@ TERMINALS = typer.Option(None, "--terminals/--no-terminals",
 def promote_cmd(
     tokenizer: str = Tokenizer,
     out: Optional[str] = Out,
-    regex: Optional[str] = typer.Option(None, "-e", "--regex", metavar="REGEX", help="The regex (Python re syntax, fullmatch)."),
+    regex: Optional[str] = typer.Option(None, "-e", "--regex", metavar="REGEX",
+                                        help="The regex (Python re syntax, fullmatch)."),
     regex_file: Optional[str] = typer.Option(None, "-f", "--regex-file", metavar="FILE",
                                              help="Read the regex from a file ('-' = stdin)."),
-    fmt: Format = typer.Option(Format.fst, "--format", help="fst: an OpenFst vector acceptor; index: a JSON state -> allowed-tokens index; "
-                                                           "lazy: the byte DFA's table, promoted state by state at "
-                                                           "decoding (constraint.load with the tokenizer; agnostic)."),
+    fmt: Format = typer.Option(Format.fst, "--format", help=(
+        "fst: an OpenFst vector acceptor; index: a JSON state -> allowed-tokens index; lazy: the byte DFA's table, "
+        "promoted state by state at decoding (constraint.load with the tokenizer; agnostic).")),
     max_states: int = MaxStates,
-    no_cache: bool = typer.Option(False, "--no-cache", help="Neither read nor write tokfst's disk cache (lexicon, filters, canonical artifacts): build everything afresh."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Neither read nor write tokfst's disk cache (lexicon, "
+                                                            "filters, canonical artifacts): build everything afresh."),
     verbose: bool = typer.Option(False, "-v", "--verbose", help="Print sizes and timings on stderr."),
     canonical: bool = typer.Option(False, "--canonical",
                                    help="Only canonical token sequences: what HF's tokenizer produces for the text "
@@ -105,7 +111,7 @@ def promote_cmd(
     schema: Optional[str] = SCHEMA, whitespace: Whitespace = WHITESPACE, max_depth: Optional[int] = MAX_DEPTH,
     lenient: bool = LENIENT, any_order: bool = ANY_ORDER, terminals: Optional[bool] = TERMINALS,
 ) -> None:
-    """Promote a regex to the automaton of all token sequences that spell it (seed 000 Eq. 3)."""
+    """Promote a regex to the automaton of all token sequences that spell it (Cognetta & Okazaki 2024 Eq. 3)."""
     source = read_schema(schema, regex, regex_file, whitespace.value, max_depth, lenient, any_order, max_states)
     pattern = source.pattern if source is not None else read_pattern(regex, regex_file)
     filters = Filters(tuple(s.strip() for s in scripts.split(",") if s.strip()) if scripts else (), ascii_only, nfc,
@@ -135,7 +141,7 @@ def _check_lazy(canonical: bool, filters: Filters, prompt: str | None, terminals
                 method: Method | None, artifact: str | None) -> None:
     """Refuse what --format lazy does not take, before anything is loaded: it is the agnostic
     automaton, filtered at most at the text level (``lazy.check_filters``)."""
-    from ..lazy import check_filters
+    from tokfst_cli.promotion.lazy import check_filters
 
     given = [name for name, on in (("--canonical", canonical), ("--prompt", prompt is not None),
                                    ("--terminals", terminals is True), ("--method", method is not None),
@@ -152,9 +158,9 @@ def _write_lazy(tokenizer: str, source, pattern: str, filters: Filters, max_stat
     """--format lazy: ``lazy.artifact`` of the byte DFA for the tokenizer."""
     import time
 
-    from .. import lazy
-    from ..byte_table import to_bytes
-    from ..regex import compile_regex
+    from tokfst_cli.promotion import lazy
+    from tokfst_cli.promotion.byte_table import to_bytes
+    from tokfst_cli.text.regex import compile_regex
 
     OUT.refuse_binary_tty(out, "a lazy artifact")
     start = time.perf_counter()
@@ -171,7 +177,7 @@ def _write_lazy(tokenizer: str, source, pattern: str, filters: Filters, max_stat
 
 
 def _token_groups(pattern: str) -> bool:
-    from ..groups import rewrite
+    from tokfst_cli.text.groups import rewrite
 
     return any(g.name.endswith("_TOKEN") for g in rewrite(pattern)[1])
 
@@ -185,7 +191,7 @@ def read_schema(path: str | None, regex: str | None, regex_file: str | None, whi
         raise InputError("give a regex (-e, -f) or --schema, not both", "drop one of them")
     import json
 
-    from .. import schema as schema_mod
+    from tokfst_cli import schema as schema_mod
 
     try:
         doc = json.loads(read_text(path, "schema file"))

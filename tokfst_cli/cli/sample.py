@@ -1,4 +1,5 @@
-"""``tokfst sample``: load an artifact, draw with :mod:`tokfst_cli.sample`, write (help: ``helptext.SAMPLE``)."""
+"""``tokfst sample``: load an artifact, draw with :mod:`tokfst_cli.analysis.sample`, write
+(help: ``helptext.SAMPLE``)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,13 @@ from typing import Optional
 
 import typer
 
-from .. import constraint, sample
-from .. import tokenizer as tokmod
-from .canonical_check import InputKind as OutputKind  # ids, tokens, text: a token sequence's three forms
-from .common import Out, Tokenizer
-from .count import MaxArcs
-from .output import OUT
+from tokfst_cli import constraint
+from tokfst_cli.analysis import sample
+from tokfst_cli.cli.canonical_check import InputKind as OutputKind  # ids, tokens, text: a token sequence's three forms
+from tokfst_cli.cli.common import Out, Tokenizer
+from tokfst_cli.cli.count import MaxArcs
+from tokfst_cli.cli.output import OUT
+from tokfst_cli.tokenizer import model as tokmod
 
 
 class Law(str, Enum):

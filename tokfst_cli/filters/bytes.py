@@ -1,4 +1,4 @@
-"""Token-level filters of seed 001 Sec. 4.3 (characters vs bytes): ``literal_ascii``, ``no_byte_tokens``.
+"""Token-level filters of Pitfalls 2025 Sec. 4.3 (characters vs bytes): ``literal_ascii``, ``no_byte_tokens``.
 
 A *literal* is a token, not a byte-fallback ``<0xNN>``, whose surface is exactly one UTF-8
 character; CH is the set of characters that have one. Over the token labels (token id + 1):
@@ -26,8 +26,8 @@ from __future__ import annotations
 import numpy as np
 import pynini
 
-from ..tokenizer import _BYTE_TOKEN, TokenizerModel
-from .tokens import from_arcs
+from tokfst_cli.filters.tokens import from_arcs
+from tokfst_cli.tokenizer.model import _BYTE_TOKEN, TokenizerModel
 
 
 def fallback_ids(model: TokenizerModel) -> list[int]:

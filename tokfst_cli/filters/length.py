@@ -1,4 +1,4 @@
-"""The token-count filter ``max_tokens`` (seed 001 App. B: the modular constraint Gamma^k).
+"""The token-count filter ``max_tokens`` (Pitfalls 2025 App. B: the modular constraint Gamma^k).
 
 F_N accepts the token sequences of at most N tokens; the pre-token boundary label does not count
 (a self-loop at every state). Its states are the counts 0..N, with an arc k -> k+1 for every
@@ -25,25 +25,16 @@ from bisect import bisect_right
 import numpy as np
 import pynini
 
-from ..artifacts import FstArrays, fst_arrays, fst_from_arrays
-from ..errors import DisallowedTokenError, LimitError
-from ..matcher import Steps
+from tokfst_cli.automata.arrays import FstArrays, fst_arrays, fst_from_arrays
+from tokfst_cli.automata.graph import distinct_edges
+from tokfst_cli.decoding.matcher import Steps
+from tokfst_cli.errors import DisallowedTokenError, LimitError, UsageError
 
 STAGE = "the product with the token-count filter"
 
 
-DENSE = 1 << 22  # up to this many state pairs, distinct edges are marked in a bool matrix (no sort)
 
 
-def distinct_edges(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct (src, dst) pairs, sorted."""
-    if n * n <= DENSE:
-        seen = np.zeros(n * n, bool)
-        seen[src * n + dst] = True
-        pairs = np.flatnonzero(seen)
-    else:
-        pairs = np.unique(src * n + dst)
-    return pairs // n, pairs % n
 
 
 def layers(a: FstArrays, n: int, marker: int | None, max_states: int,
@@ -128,7 +119,7 @@ def fewest(num_states: int, final: np.ndarray, src: np.ndarray, dst: np.ndarray)
         return np.zeros(0, np.int64)
     s, d = distinct_edges(np.asarray(src, np.int64), np.asarray(dst, np.int64), num_states)
     if len(s) <= FEW_EDGES:
-        from ..steering import backward
+        from tokfst_cli.automata.graph import backward
 
         back: list[list[int]] = [[] for _ in range(num_states)]
         for p, q in zip(s.tolist(), d.tolist()):
@@ -142,7 +133,7 @@ def fewest(num_states: int, final: np.ndarray, src: np.ndarray, dst: np.ndarray)
 
 
 class Counted:
-    """S ∩ F_N kept as S and N (seed 001 App. B's Gamma^k without the product): ``fst`` is S (a
+    """S ∩ F_N kept as S and N (Pitfalls 2025 App. B's Gamma^k without the product): ``fst`` is S (a
     deterministic, trimmed token acceptor, labels id + 1, no boundary labels), ``limit`` is N.
     An S without a sequence of at most N tokens is :meth:`empty` (the pipeline refuses it:
     EmptyLanguageError)."""
@@ -176,11 +167,11 @@ class CountedDecoder(Steps):
     lookup. A budget below it binds: the state's binding budgets and each one's packed mask (S's
     row with the dropped tokens' bits cleared) are made on the first step that needs them and
     kept. The budget binds only in the last steps of a sequence, so the load stays a few numpy
-    calls (the filter's cost on small automata, issue #14)."""
+    calls (the filter's cost on small automata)."""
 
     def __init__(self, base, limit: int, fewest_: np.ndarray):
         if getattr(base, "terminals", None):
-            raise ValueError("a token-count budget over terminal labels")  # refused earlier: check_options
+            raise UsageError("a token-count budget over terminal labels")  # refused earlier: check_options
         self.base, self.limit, self.n = base, limit, len(fewest_)
         self.vocab_size, self.healing = base.vocab_size, base.healing
         self.fewest = fewest_

@@ -1,4 +1,4 @@
-"""S ∩ F over arc arrays for a token filter F with few states (seed 001 Sec. 4.5's ``fuse_spaces``).
+"""S ∩ F over arc arrays for a token filter F with few states (Pitfalls 2025 Sec. 4.5's ``fuse_spaces``).
 
 OpenFst's ``intersect`` then ``minimize`` then a second read of the arcs for the decoder cost
 three passes over S's arcs; S ∩ F is made here with numpy from S's arc arrays instead, for an
@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 import pynini
 
-from ..artifacts import FstArrays, fst_arrays
+from tokfst_cli.automata.arrays import FstArrays, fst_arrays
 
 MAX_STATES = 8  # filters with more states go to OpenFst's intersect (one pass over S's arcs per state here)
 _WEIGHTS = np.random.default_rng(0x7F4A7C15).integers(1, 1 << 63, 1 << 16, dtype=np.uint64)  # per label, grown
@@ -67,8 +67,8 @@ def table(f: pynini.Fst | FstArrays, labels: int, used: np.ndarray | None = None
 def intersect(a: FstArrays, delta: np.ndarray) -> tuple[FstArrays, np.ndarray] | None:
     """S ∩ F (trimmed, states renumbered in order) and the F state of each of its states; ``a``:
     S's arcs (grouped by state), ``delta``: :func:`table` of F (state 0 = start, every state
-    final). None past ``tokens.TRIM_EDGES`` (the caller intersects with OpenFst)."""
-    from .tokens import kept_states, trim_mask
+    final). None past ``graph.TRIM_EDGES`` (the caller intersects with OpenFst)."""
+    from tokfst_cli.automata.graph import kept_states, trim_mask
 
     n, k = len(a.final), delta.shape[0]
     src, lab, dst = (np.asarray(x, np.int64) for x in (a.src, a.ilabel, a.nextstate))

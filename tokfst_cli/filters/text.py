@@ -1,4 +1,4 @@
-"""Text-level filters on stage A's byte DFA (seed 001 Sec. 4.1, 4.2, App. A.4): scripts, ASCII, NFC.
+"""Text-level filters on stage A's byte DFA (Pitfalls 2025 Sec. 4.1, 4.2, App. A.4): scripts, ASCII, NFC.
 
 Each filter is a language F over UTF-8 bytes (labels byte + 1, as stage A's), independent of
 the tokenizer: its minimal DFA is built once per process (``functools`` cache; the scripts' also
@@ -25,9 +25,9 @@ from functools import lru_cache
 import numpy as np
 import pynini
 
-from .. import utf8
-from ..errors import EmptyLanguageError, InputError
-from ..regex import ranges_acceptor
+from tokfst_cli.automata import utf8
+from tokfst_cli.automata.fsts import ranges_acceptor
+from tokfst_cli.errors import EmptyLanguageError, InputError
 
 ALWAYS = ("Common", "Inherited")  # Script values every script filter lets through
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9 _-]*")
@@ -126,7 +126,7 @@ def scripts_filter(keys: tuple[str, ...]) -> pynini.Fst:
     disk per ``regex`` version)."""
     import regex
 
-    from ..artifacts import cached_fst
+    from tokfst_cli.automata.fst_io import cached_fst
 
     every = sorted({*keys, *map(_loose, ALWAYS)})
     digest = hashlib.sha256(",".join(every).encode()).hexdigest()[:16]
@@ -142,7 +142,7 @@ def ascii_filter() -> pynini.Fst:
 
 def nfc_filter() -> pynini.Fst:
     """F = the texts HF's NFC leaves unchanged (cached by ``unicode_norm``)."""
-    from ..pretok.unicode_norm import normal_form
+    from tokfst_cli.pretok.unicode_norm import normal_form
 
     return normal_form("NFC")
 

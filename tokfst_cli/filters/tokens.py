@@ -1,4 +1,4 @@
-"""Token-level filters on stage S's token acceptor, before stage C (seed 001 Sec. 4.3-4.5).
+"""Token-level filters on stage S's token acceptor, before stage C (Pitfalls 2025 Sec. 4.3-4.5).
 
 A filter F is a DFA over token labels (token id + 1) with explicit arcs (pynini 2.1.7 has no
 sigma matcher), written in bulk (``artifacts.fst_from_arrays``), minimized, ilabel-sorted and
@@ -40,9 +40,11 @@ from dataclasses import dataclass
 import numpy as np
 import pynini
 
-from ..artifacts import FstArrays, cached_fst, fst_arrays, fst_from, fst_from_arrays
-from ..errors import EmptyLanguageError
-from ..tokenizer import TokenizerModel
+from tokfst_cli.automata.arrays import FstArrays, fst_arrays, fst_from, fst_from_arrays
+from tokfst_cli.automata.fst_io import cached_fst
+from tokfst_cli.automata.graph import kept_states, trim_mask
+from tokfst_cli.errors import EmptyLanguageError
+from tokfst_cli.tokenizer.model import TokenizerModel
 
 CACHED_FILTERS = 16  # filter DFAs kept per process
 VERSION = 1  # of the filter constructions (on-disk cache keys)
@@ -75,7 +77,7 @@ def from_arcs(num_states: int, src: np.ndarray, lab: np.ndarray, dst: np.ndarray
 
 def describe(f: pynini.Fst, labels: int) -> TokenFilter:
     """F with its start state's loops and missing labels, and its transition table."""
-    from .product import table
+    from tokfst_cli.filters.product import table
 
     a = fst_arrays(f)
     start = a.src == a.start
@@ -144,7 +146,7 @@ def restrict(model: TokenizerModel, fst: pynini.Fst, steps: list[tuple[str, Call
     """S ∩ F for each (name, builder) of ``steps`` with the shortcuts of the module docstring:
     (the result, whether it needs minimizing, its arcs if known). ``arrays``: S's arcs, if read
     already; ``agnostic``: S is stage S's agnostic automaton, as promoted."""
-    from . import product
+    from tokfst_cli.filters import product
 
     used, dirty = None, False  # the labels S uses (sorted)
     plain = agnostic  # still S's own states, each with its own text language
@@ -185,7 +187,6 @@ def _labels(ilabel: np.ndarray, size: int) -> np.ndarray:
     return np.flatnonzero(seen)
 
 
-TRIM_EDGES = 1 << 16  # up to this many distinct state-to-state edges, :func:`trim_mask` searches in Python
 
 
 def without(fst: pynini.Fst, banned: np.ndarray, arrays: FstArrays | None = None,
@@ -211,45 +212,7 @@ def trimmed_arrays(a: FstArrays) -> FstArrays | None:
     return None if keep is None else kept_states(a, keep)
 
 
-def trim_mask(a: FstArrays, bounded: bool = True) -> np.ndarray | None:
-    """The accessible and coaccessible states of :func:`trimmed_arrays` (None past TRIM_EDGES
-    distinct edges; ``bounded`` False: no bound, the caller has no OpenFst automaton to connect)."""
-    from .length import distinct_edges
-
-    n = len(a.final)
-    if n == 0 or a.start < 0:
-        return np.zeros(n, bool)
-    s, d = distinct_edges(np.asarray(a.src, np.int64), np.asarray(a.nextstate, np.int64), n)
-    if bounded and len(s) > TRIM_EDGES:
-        return None
-    return _reached(n, s, d, [a.start]) & _reached(n, d, s, np.flatnonzero(a.final).tolist())
 
 
-def kept_states(a: FstArrays, keep: np.ndarray) -> FstArrays:
-    """The automaton on the states ``keep`` (renumbered in order) and the arcs between them."""
-    if keep.all():
-        return a
-    if not len(keep) or not keep[a.start]:
-        none = np.zeros(0, np.int64)
-        return FstArrays(-1, np.zeros(0, bool), none, none, none, none)
-    new = np.cumsum(keep) - 1
-    arc = keep[a.src] & keep[a.nextstate]
-    return FstArrays(int(new[a.start]), a.final[keep], new[a.src[arc]], a.ilabel[arc], a.olabel[arc],
-                     new[a.nextstate[arc]])
 
 
-def _reached(n: int, src: np.ndarray, dst: np.ndarray, seeds: list[int]) -> np.ndarray:
-    """The states reached from ``seeds`` over the edges src -> dst (depth first)."""
-    succ: list[list[int]] = [[] for _ in range(n)]
-    for p, q in zip(src.tolist(), dst.tolist()):
-        succ[p].append(q)
-    seen = [False] * n
-    for q in seeds:
-        seen[q] = True
-    todo = list(seeds)
-    while todo:
-        for q in succ[todo.pop()]:
-            if not seen[q]:
-                seen[q] = True
-                todo.append(q)
-    return np.array(seen, bool)

@@ -1,4 +1,4 @@
-"""Stages S+C for WordPiece by composition with T_Aho: MIN(PROJ(X o T_Aho)) (seed 000 Sec. 6.2, Fig. 4).
+"""Stages S+C for WordPiece by composition with T_Aho: MIN(PROJ(X o T_Aho)) (Cognetta & Okazaki 2024 Sec. 6.2, Fig. 4).
 
 T_Aho here is :func:`.taho.text_transducer`: pre-tokenized text (words separated by MARKER,
 UNKSYM for a word that is too long) -> HF's WordPiece tokens. X is the regex's text automaton
@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import pynini
 
-from ..artifacts import cached_fst, read_fst
-from ..errors import EmptyLanguageError, InputError, LimitError
-from .taho import text_transducer
-from ..symbols import TEXT_TABLE, text_byte_table, token_table, token_table_name
-from ..tokenizer import TokenizerModel
-from .wordtext import text_automaton
+from tokfst_cli.automata.fst_io import cached_fst, read_fst
+from tokfst_cli.automata.symbols import TEXT_TABLE, text_byte_table, token_table, token_table_name
+from tokfst_cli.errors import EmptyLanguageError, InputError, LimitError
+from tokfst_cli.maxmatch.taho import text_transducer
+from tokfst_cli.maxmatch.wordtext import text_automaton
+from tokfst_cli.tokenizer.model import TokenizerModel
+
 
 def compiled(model: TokenizerModel) -> pynini.Fst:
     """T_Aho for the tokenizer with symbol tables, built once and cached by fingerprint."""

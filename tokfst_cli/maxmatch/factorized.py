@@ -1,8 +1,9 @@
-"""Stages S+C for WordPiece, factorized output: the artifact when too big to materialize (seed 000 Sec. 6.2).
+"""Stages S+C for WordPiece, factorized output: the artifact when too big to materialize
+(Cognetta & Okazaki 2024 Sec. 6.2).
 
 Format ``tokfst-factorized-maxmatch`` v1: magic b"TOKFSTWPF\\0", u32 header length, JSON
 header (format, version, fingerprint, regex, max_chars, states, sha256), then the text
-automaton X (seed 001 Sec. 3, :mod:`.wordtext`) as an OpenFst vector file. The pieces' tries
+automaton X (Pitfalls 2025 Sec. 3, :mod:`.wordtext`) as an OpenFst vector file. The pieces' tries
 are rebuilt from the tokenizer when it is loaded, so loading needs the tokenizer. v2 (written
 with a prompt): v1 plus the header field ``healing`` {prompt, kept, retokenized}; the decoder's
 ``initial()`` is the state after the ``kept`` token ids (``healing.py``), its ``healing`` the
@@ -13,11 +14,12 @@ from __future__ import annotations
 
 import pynini
 
-from ..artifacts import fst_bytes, pack, parse_fst, read_artifact, unpack
-from ..errors import InputError
-from ..healing import resume, stored_version
-from ..tokenizer import TokenizerModel
-from .product import Canonical
+from tokfst_cli.automata.fst_io import fst_bytes, parse_fst
+from tokfst_cli.decoding.healing import resume, stored_version
+from tokfst_cli.errors import InputError
+from tokfst_cli.maxmatch.product import Canonical
+from tokfst_cli.support.files import pack, read_artifact, unpack
+from tokfst_cli.tokenizer.model import TokenizerModel
 
 MAGIC = b"TOKFSTWPF\0"
 FORMAT = "tokfst-factorized-maxmatch"

@@ -1,4 +1,4 @@
-"""Co-reachability of the lazy canonical MaxMatch machine: masks without dead ends (issue #12; seed 001 Sec. 3.2).
+"""Co-reachability of the lazy canonical MaxMatch machine: masks without dead ends (Pitfalls 2025 Sec. 3.2).
 
 A state of :class:`.product.Canonical` is live when a canonical completion reaches a final state.
 Between words this is a property of the text automaton X alone: every word X can read is either
@@ -17,7 +17,9 @@ from collections import deque
 
 import numpy as np
 
-from ..symbols import MARKER
+from tokfst_cli.automata.symbols import MARKER
+
+START, IN, CLOSED = 0, 1, 2  # the product's phases: before a word, inside one, after its end (``product``)
 
 
 class Liveness:
@@ -51,8 +53,6 @@ class Liveness:
         return got
 
     def _decide(self, state) -> bool:
-        from .product import IN
-
         x, pos = state[0], state[1]
         if pos != IN:
             w = self.m.word_start(state)
@@ -69,8 +69,6 @@ class Liveness:
         ``inner``: ``##`` pieces continuing the word at ``state``; else word-initial pieces."""
         ok = self.endable[nxs].copy()
         if (~ok).any():
-            from .product import START
-
             start = (self.m.word_start(state), START, (), 0)
             for i in np.flatnonzero(~ok).tolist():
                 nxt = self.m.step(state if inner else start, int(ids[i]))[0]

@@ -1,4 +1,4 @@
-"""Stage P for WordPiece: the normalizer and pre-tokenizer as a byte transducer (seed 001 Sec. 3.1).
+"""Stage P for WordPiece: the normalizer and pre-tokenizer as a byte transducer (Pitfalls 2025 Sec. 3.1).
 
 Hugging Face's BERT pipeline normalizes the text (``BertNormalizer``: clean control
 characters, map whitespace to a space, isolate CJK characters, strip accents, lowercase) and
@@ -32,13 +32,12 @@ from typing import Any
 import pynini
 import tokenizers
 
-from .. import utf8
-from ..artifacts import cached_fst
-from ..errors import InputError, TokfstError
-from ..fsts import linear
-from ..symbols import MARKER, UNKSYM, marked_pieces
-from ..regex import ranges_acceptor
-from ..tokenizer import TokenizerModel
+from tokfst_cli.automata import utf8
+from tokfst_cli.automata.fst_io import cached_fst
+from tokfst_cli.automata.fsts import linear, ranges_acceptor
+from tokfst_cli.automata.symbols import MARKER, marked_pieces
+from tokfst_cli.errors import InputError, TokfstError
+from tokfst_cli.tokenizer.model import TokenizerModel
 
 NORMALIZERS = ("BertNormalizer", "Lowercase")
 PRE_TOKENIZERS = ("BertPreTokenizer", "WhitespaceSplit")
@@ -120,9 +119,10 @@ def _config_key(model: TokenizerModel, *extra: Any) -> str:
 def tables(model: TokenizerModel) -> Tables:
     """The per-character tables, from the cache (sealed, verified on read) or computed with the
     tokenizers library (~4 s)."""
-    from .. import cache
+    from tokfst_cli.support import cache
 
-    path = cache.cache_dir() / f"v{_TABLE_VERSION}-pretables-{_config_key(model, _TABLE_VERSION, tokenizers.__version__)}.json"
+    path = cache.cache_dir() / (f"v{_TABLE_VERSION}-pretables-"
+                                f"{_config_key(model, _TABLE_VERSION, tokenizers.__version__)}.json")
     data = cache.load(path)
     if data is not None:
         try:

@@ -1,4 +1,4 @@
-"""Stages S+C for WordPiece: canonical MaxMatch promotion as a deterministic product (seed 000 Sec. 6.2).
+"""Stages S+C for WordPiece: canonical MaxMatch promotion as a deterministic product (Cognetta & Okazaki 2024 Sec. 6.2).
 
 A token sequence of one word, t1 ##t2 ... ##tn, is what HF's WordPiece produces iff every ti
 is the *longest* piece of its kind (word-initial for i = 1, ``##`` after) that is a prefix of
@@ -25,16 +25,16 @@ from collections import deque
 import numpy as np
 import pynini
 
-from . import preprocess
-from ..artifacts import fst_from_arrays
-from ..errors import DisallowedTokenError, EmptyLanguageError, LimitError
-from .taho import Tries
-from ..symbols import MARKER, UNKSYM
-from ..tokenizer import TokenizerModel
-from ..matcher import Steps
-from .wordtext import all_text, longest_word, max_chars, text_automaton
+from tokfst_cli.automata.arrays import fst_from_arrays
+from tokfst_cli.automata.symbols import MARKER, UNKSYM
+from tokfst_cli.decoding.matcher import Steps
+from tokfst_cli.errors import DisallowedTokenError, EmptyLanguageError, LimitError
+from tokfst_cli.maxmatch import preprocess
+from tokfst_cli.maxmatch.liveness import CLOSED, IN, START
+from tokfst_cli.maxmatch.taho import Tries
+from tokfst_cli.maxmatch.wordtext import all_text, longest_word, max_chars, text_automaton
+from tokfst_cli.tokenizer.model import TokenizerModel
 
-START, IN, CLOSED = 0, 1, 2
 BANS_KEPT = 4096  # sets of pending checks whose banned ## pieces are kept (a bool per ## piece each)
 State = tuple[int, int, tuple[int, ...], int]  # (X state, position, pending checks, characters)
 
@@ -221,7 +221,8 @@ class Canonical(Steps):
         got = self._readable.get(key)
         if got is None:
             r = self.readable(x, root)
-            got = self._readable[key] = (np.fromiter(r.keys(), np.int64, len(r)), np.fromiter(r.values(), np.int64, len(r)))
+            got = self._readable[key] = (np.fromiter(r.keys(), np.int64, len(r)),
+                                         np.fromiter(r.values(), np.int64, len(r)))
         return got
 
     def inner_candidates(self, state: State) -> tuple[np.ndarray, np.ndarray]:
@@ -241,7 +242,7 @@ class Canonical(Steps):
     @property
     def liveness(self):
         if self._liveness is None:
-            from .liveness import Liveness
+            from tokfst_cli.maxmatch.liveness import Liveness
 
             self._liveness = Liveness(self)
         return self._liveness

@@ -1,10 +1,10 @@
-"""Stages S+C for WordPiece, the paper's transducer T_Aho (seed 000 Sec. 6.2, Fig. 4, App. C Alg. 7/8).
+"""Stages S+C for WordPiece, the paper's transducer T_Aho (Cognetta & Okazaki 2024 Sec. 6.2, Fig. 4, App. C Alg. 7/8).
 
 Greedy longest-match-first WordPiece on a single word, as Hugging Face's ``WordPiece`` model
 does it: the first piece comes from the word-initial vocabulary, every later piece from the
 ``##`` vocabulary; a word with a position where no piece matches becomes ``[UNK]`` alone.
 
-Construction (LinMaxMatch, Song et al. 2021 "Fast WordPiece Tokenization"; seed 000 Alg. 7
+Construction (LinMaxMatch, Song et al. 2021 "Fast WordPiece Tokenization"; Cognetta & Okazaki 2024 Alg. 7
 computes the failure link f and failure pops F, Alg. 8 turns the trie into a transducer):
 
 * two byte tries: the word-initial trie (root ``r0``) and the suffix trie of the ``##``
@@ -23,11 +23,11 @@ exactly the words with a complete greedy parse. D is minimized by Moore partitio
 on the LinMaxMatch successor table (computed with numpy), and its complement (a sink added,
 finals flipped) carries the [UNK] branch ``(Sigma_bytes+ - D) x [UNK]``, so
 ``T_Aho = S | UNK`` is total on non-empty byte strings. The FST is written in bulk with
-:func:`tokfst_cli.artifacts.fst_from_arrays`; bert-base-uncased takes about a second.
+:func:`tokfst_cli.automata.arrays.fst_from_arrays`; bert-base-uncased takes about a second.
 
-Labels follow :mod:`tokfst_cli.lexicon`: byte b is label b+1, token id t is label t+1,
-0 is epsilon; :data:`tokfst_cli.symbols.MARKER` separates words and :data:`~tokfst_cli.symbols.UNKSYM` stands for a whole [UNK]
-word in :func:`text_transducer`.
+Labels follow :mod:`tokfst_cli.promotion.lexicon`: byte b is label b+1, token id t is label t+1,
+0 is epsilon; :data:`tokfst_cli.automata.symbols.MARKER` separates words and
+:data:`~tokfst_cli.automata.symbols.UNKSYM` stands for a whole [UNK] word in :func:`text_transducer`.
 
 Not modelled here: ``max_input_chars_per_word`` (decided upstream at the character level,
 which then feeds UNKSYM). Empty surfaces (a bare "##" token) never match, as in HF.
@@ -40,20 +40,21 @@ from dataclasses import dataclass
 import numpy as np
 import pynini
 
-from ..artifacts import fst_from_arrays
-from ..fsts import linear
-from ..symbols import MARKER, UNKSYM
-from ..tokenizer import TokenizerModel
+from tokfst_cli.automata.arrays import fst_from_arrays
+from tokfst_cli.automata.fsts import linear
+from tokfst_cli.automata.symbols import MARKER, UNKSYM
+from tokfst_cli.errors import InternalError
+from tokfst_cli.tokenizer.model import TokenizerModel
 
 _NULL = -1
 
 
 class Tries:
-    """Word-initial and ``##`` byte tries with LinMaxMatch failure links (seed 000 Alg. 7).
+    """Word-initial and ``##`` byte tries with LinMaxMatch failure links (Cognetta & Okazaki 2024 Alg. 7).
 
     Node 0 is the word-initial root r0, ``cont`` the continuation root r1: node 1 (the "##"
     trie) for WordPiece; with ``shared=True`` every piece serves at every position (a plain
-    vocabulary as in seed 000 Fig. 4), there is one trie and ``cont`` is 0. ``level`` orders
+    vocabulary as in Cognetta & Okazaki 2024 Fig. 4), there is one trie and ``cont`` is 0. ``level`` orders
     the nodes so that ``fail[v]`` has a lower level than ``v``.
     """
 
@@ -137,7 +138,7 @@ def _from_ints(sets: list[int], width: int) -> np.ndarray:
 
 
 def _table(tries: Tries) -> _Table:
-    """Alg. 8 with its phi arcs eliminated (seed 000 App. C; phi semantics as in Sec. 6.1).
+    """Alg. 8 with its phi arcs eliminated (Cognetta & Okazaki 2024 App. C; phi semantics as in Sec. 6.1).
 
     The phi arc of node v (to f(v), emitting F(v)) becomes an epsilon-input arc when f(v) can
     read none of v's own bytes, even through its own failure chain; otherwise it leads to a
@@ -371,7 +372,7 @@ def _aho_arcs(table: _Table, dom: _Domain, unk: int | None) -> _Arcs:
 
 
 def success_transducer(model: TokenizerModel) -> tuple[pynini.Fst, pynini.Fst]:
-    """S: words with a complete greedy parse -> their tokens (seed 000 Alg. 8, phi arcs eliminated).
+    """S: words with a complete greedy parse -> their tokens (Cognetta & Okazaki 2024 Alg. 8, phi arcs eliminated).
 
     Also returns dom S as a minimal deterministic byte acceptor (see :func:`domain_acceptor`).
     """
@@ -380,7 +381,7 @@ def success_transducer(model: TokenizerModel) -> tuple[pynini.Fst, pynini.Fst]:
 
 
 def maxmatch_transducer(model: TokenizerModel, shared: bool = False) -> pynini.Fst:
-    """Bytes of one word -> HF WordPiece tokens: S | (Sigma+ - dom S) x [UNK] (seed 000 Sec. 6.2).
+    """Bytes of one word -> HF WordPiece tokens: S | (Sigma+ - dom S) x [UNK] (Cognetta & Okazaki 2024 Sec. 6.2).
 
     Functional on every non-empty byte string (without an unk token in the vocabulary, on
     dom S only); ``shared``: see :class:`Tries`. Construction in the module docstring.
@@ -430,5 +431,5 @@ def tokenize_labels(fst: pynini.Fst, labels: list[int], offset: int = 0) -> list
         results.add(tuple(lab - 1 for lab in it.olabels()))
         it.next()
     if len(results) != 1:
-        raise ValueError(f"{labels!r}: expected one tokenization, got {len(results)}")
+        raise InternalError(f"{labels!r}: expected one tokenization, got {len(results)}")
     return list(results.pop())

@@ -1,4 +1,5 @@
-"""Stage P for WordPiece, its output: the word-level text automaton X (seed 000 Sec. 6.2; seed 001 Sec. 3.1).
+"""Stage P for WordPiece, its output: the word-level text automaton X (Cognetta & Okazaki 2024 Sec. 6.2;
+Pitfalls 2025 Sec. 3.1).
 
 X = MIN(PROJ(A o P o U)): the regex's strings after HF's normalizer and pre-tokenizer
 (:mod:`.preprocess`: words separated by MARKER) where every word HF's WordPiece turns into
@@ -11,15 +12,14 @@ from __future__ import annotations
 
 import pynini
 
-from . import preprocess
-from .. import utf8
-from ..artifacts import cached_fst
-from ..errors import EmptyLanguageError, LimitError
-from ..fsts import linear
-from .taho import domain_acceptor
-from ..symbols import MARKER, UNKSYM
-from ..regex import ranges_acceptor
-from ..tokenizer import TokenizerModel
+from tokfst_cli.automata import utf8
+from tokfst_cli.automata.fst_io import cached_fst
+from tokfst_cli.automata.fsts import linear, ranges_acceptor
+from tokfst_cli.automata.symbols import MARKER, UNKSYM
+from tokfst_cli.errors import EmptyLanguageError, LimitError
+from tokfst_cli.maxmatch import preprocess
+from tokfst_cli.maxmatch.taho import domain_acceptor
+from tokfst_cli.tokenizer.model import TokenizerModel
 
 
 def _any_char() -> pynini.Fst:

@@ -1,4 +1,4 @@
-"""Stage P for BPE tokenizers (seed 001 Sec. 3.1): HF's normalizers and pre-tokenizers as transducers.
+"""Stage P for BPE tokenizers (Pitfalls 2025 Sec. 3.1): HF's normalizers and pre-tokenizers as transducers.
 
     charclass     the character sets of a Split pattern, read off HF's own regex engine
     pattern       an HF Split pattern as a priority NFA

@@ -1,4 +1,4 @@
-"""Added tokens around stage P (seed 001 Sec. 3.1): HF splits them out of the raw text first.
+"""Added tokens around stage P (Pitfalls 2025 Sec. 3.1): HF splits them out of the raw text first.
 
 ``encode`` finds every added token's content in the raw text (``normalized: true`` ones in the
 normalized text) before the normalizer and pre-tokenizer run, and emits its id; each text
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pynini
 
-from ..errors import InputError
-from ..fsts import linear
-from ..tokenizer import TokenizerModel
+from tokfst_cli.automata.fsts import linear
+from tokfst_cli.errors import InputError
+from tokfst_cli.tokenizer.model import TokenizerModel
 
 
 class AddedTokenInLanguage(InputError):

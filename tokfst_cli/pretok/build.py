@@ -1,4 +1,4 @@
-"""Stage P for BPE: a tokenizer.json's normalizer and pre-tokenizer as one transducer (seed 001 Sec. 3.1).
+"""Stage P for BPE: a tokenizer.json's normalizer and pre-tokenizer as one transducer (Pitfalls 2025 Sec. 3.1).
 
 P maps the UTF-8 text a regex describes to what HF's model sees: the normalized text (as UTF-8;
 ``▁`` stays ``▁``; byte-level tokenizers keep raw bytes, the bijective bytes-to-unicode map being
@@ -25,10 +25,10 @@ from functools import lru_cache
 
 import pynini
 
-from ..errors import InputError
-from ..fsts import linear
-from ..symbols import MARKER
-from . import charclass, split, unicode_norm
+from tokfst_cli.automata.fsts import linear
+from tokfst_cli.automata.symbols import MARKER
+from tokfst_cli.errors import InputError
+from tokfst_cli.pretok import charclass, split, unicode_norm
 
 GPT2_PATTERN = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
 BEHAVIOR = {"Isolated": "isolated", "Removed": "removed", "MergedWithPrevious": "merged_with_previous",
@@ -270,7 +270,7 @@ def _lowercase_table() -> tuple[tuple[tuple[int, int], ...], tuple[tuple[str, st
 
 
 def _lowercase() -> pynini.Fst:
-    from ..regex import ranges_acceptor
+    from tokfst_cli.automata.fsts import ranges_acceptor
 
     kept, changed = _lowercase_table()
     pairs = [pynini.cross(_text(c), _text(low)) for c, low in changed]
@@ -279,7 +279,7 @@ def _lowercase() -> pynini.Fst:
 
 def _strip(left: bool, right: bool) -> pynini.Fst:
     """HF's Strip: whitespace (Rust's char::is_whitespace) removed at the start and/or end of the text."""
-    from ..regex import ranges_acceptor
+    from tokfst_cli.automata.fsts import ranges_acceptor
 
     ws = list(_probed("WhitespaceSplit"))
     space, other = ranges_acceptor(ws), ranges_acceptor(charclass.complement(ws))
@@ -313,9 +313,9 @@ def for_tokenizer(name_or_path: str, pattern: str | None = None) -> pynini.Fst:
     """P of a tokenizer (a path or a bundled name), or A o P for a regex, with symbol tables."""
     import json
 
-    from ..regex import compile_regex
-    from ..symbols import byte_table, text_byte_table
-    from ..tokenizer import load
+    from tokfst_cli.automata.symbols import byte_table, text_byte_table
+    from tokfst_cli.text.regex import compile_regex
+    from tokfst_cli.tokenizer.model import load
 
     model = load(name_or_path)  # validates the file, one-line errors
     p = transducer(json.loads(open(model.source, encoding="utf-8").read()))

@@ -1,9 +1,9 @@
-"""Stage P for BPE, its alphabet: a Split pattern's character sets, read off HF's engine (seed 001 Sec. 3.1).
+"""Stage P for BPE, its alphabet: a Split pattern's character sets, read off HF's engine (Pitfalls 2025 Sec. 3.1).
 
 Hugging Face runs Split patterns with Oniguruma, whose Unicode tables (``\\p{L}``, ``\\s``, case
 folding under ``(?i)``) need not match Python's ``unicodedata``. So the members of every atom of a
 pattern are read off ``tokenizers`` itself: a ``Split(atom, behavior="removed")`` pre-tokenizer runs
-over the string of every Unicode scalar value and what it removes is the atom's set (seed 001
+over the string of every Unicode scalar value and what it removes is the atom's set (Pitfalls 2025
 Sec. 3.1: P must be exact). The sets of one pattern are then partitioned into classes (code points
 no atom tells apart), the alphabet of the split automaton.
 """
@@ -18,8 +18,9 @@ import tokenizers
 from tokenizers import Regex
 from tokenizers import pre_tokenizers as pt
 
-from .. import utf8
-from ..artifacts import atomic_write, cache_dir
+from tokfst_cli.automata import utf8
+from tokfst_cli.support.cache import cache_dir
+from tokfst_cli.support.files import atomic_write
 
 MAX_CP = 0x10FFFF
 SURROGATES = (0xD800, 0xDFFF)

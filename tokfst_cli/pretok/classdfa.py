@@ -1,10 +1,10 @@
-"""A DFA over code point classes as a DFA over UTF-8 bytes (seed 001 Sec. 3, App. A), in bulk.
+"""A DFA over code point classes as a DFA over UTF-8 bytes (Pitfalls 2025 Sec. 3, App. A), in bulk.
 
 The byte automaton's states are the class DFA's states (at a character boundary) and, inside a
 character, pairs (state, UTF-8 prefix) merged when they lead to the same states on every
 continuation: prefixes are interned bottom-up (the 64 code points under a last-but-one byte, then
 the 64 such nodes under the byte before), per state with numpy. The arcs are written at once
-(:func:`tokfst_cli.artifacts.fst_from_arrays`); labels are byte + 1.
+(:func:`tokfst_cli.automata.arrays.fst_from_arrays`); labels are byte + 1.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pynini
 
-from ..artifacts import fst_from_arrays
+from tokfst_cli.automata.arrays import fst_from_arrays
 
 # (lead bytes, second-byte range) of the 3- and 4-byte forms (no overlongs, no surrogates)
 _SECOND = {0xE0: (0xA0, 0xBF), 0xED: (0x80, 0x9F), 0xF0: (0x90, 0xBF), 0xF4: (0x80, 0x8F)}

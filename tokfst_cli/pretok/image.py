@@ -1,4 +1,4 @@
-"""What stage P writes (seed 001 Sec. 3.1): the pre-tokenized texts of a regex's language, as DFAs.
+"""What stage P writes (Pitfalls 2025 Sec. 3.1): the pre-tokenized texts of a regex's language, as DFAs.
 
     for_model   P of a tokenizer, built from its tokenizer.json blocks, cached by fingerprint
     domain      dom(P) when P is not total (NFC & co. are modelled on the texts they leave unchanged)
@@ -18,12 +18,12 @@ from dataclasses import dataclass
 import numpy as np
 import pynini
 
-from ..artifacts import cached_fst
-from ..errors import InputError, LimitError
-from ..progress import report
-from ..symbols import MARKER
-from ..tokenizer import TokenizerModel
-from . import build
+from tokfst_cli.automata.fst_io import cached_fst
+from tokfst_cli.automata.symbols import MARKER
+from tokfst_cli.errors import InputError, LimitError
+from tokfst_cli.pretok import build
+from tokfst_cli.support.progress import report
+from tokfst_cli.tokenizer.model import TokenizerModel
 
 
 def for_model(model: TokenizerModel, cache: bool = True) -> pynini.Fst:

@@ -1,4 +1,4 @@
-"""Stage P for BPE, steps 2-3: leftmost-first match ends and the marked language of a cut (seed 001 Sec. 3.1).
+"""Stage P for BPE, steps 2-3: leftmost-first match ends and the marked language of a cut (Pitfalls 2025 Sec. 3.1).
 
 Leftmost-first (Perl) match ends without backtracking, as RE2 computes them: a match's threads
 form an ordered list (priority order, first occurrence kept); when a thread reaches MATCH the
@@ -10,7 +10,7 @@ iff: no two gaps are adjacent; every match piece ends where its ordered list rec
 end (the list survives to the end of the piece, records a match there, and the higher-priority
 threads left then never match later); and no match starts at a gap position. The "never match"
 conditions are one set of pending NFA threads (one reaching MATCH rejects), so one deterministic
-automaton reads the marked texts (:class:`MarkedDfa`, seed 001 Sec. 3.1).
+automaton reads the marked texts (:class:`MarkedDfa`, Pitfalls 2025 Sec. 3.1).
 """
 
 from __future__ import annotations
@@ -19,10 +19,11 @@ from dataclasses import dataclass
 
 import pynini
 
-from ..errors import LimitError
-from ..regex import ranges_acceptor
-from . import charclass
-from .pattern import ASSERT, CHAR, EOT, MATCH, SPLIT, Nfa, _refuse, compile_pattern
+from tokfst_cli.automata.fsts import ranges_acceptor
+from tokfst_cli.errors import LimitError
+from tokfst_cli.pretok import charclass
+from tokfst_cli.pretok.pattern import ASSERT, CHAR, EOT, MATCH, SPLIT, Nfa, _refuse, compile_pattern
+
 
 class Threads:
     """The NFA over class ids: ordered closures, assertion resolution and steps (RE2's leftmost-first)."""
@@ -188,7 +189,7 @@ def marked_language(pattern: str, max_states: int = 200_000, extra: dict | None 
     d = marked_dfa(pattern, max_states, extra)
     import numpy as np
 
-    from ..artifacts import fst_from_arrays
+    from tokfst_cli.automata.arrays import fst_from_arrays
 
     arcs = np.array(d.arcs, np.int64).reshape(-1, 3)
     m = fst_from_arrays(len(d.states), 0, np.array(d.final, bool), arcs[:, 0], arcs[:, 1] + 1, arcs[:, 1] + 1,
@@ -202,6 +203,6 @@ def marked_language(pattern: str, max_states: int = 200_000, extra: dict | None 
 
 
 def _label(lab: int) -> pynini.Fst:
-    from ..fsts import linear
+    from tokfst_cli.automata.fsts import linear
 
     return linear([lab])

@@ -1,4 +1,4 @@
-"""Stage P for BPE, step 1: an HF Split pattern as a priority NFA (seed 001 Sec. 3.1).
+"""Stage P for BPE, step 1: an HF Split pattern as a priority NFA (Pitfalls 2025 Sec. 3.1).
 
 The pattern is parsed with Python's own regex parser (HF's ``\\p{..}``, ``\\s``, ... stand in as
 placeholder characters whose sets are read off HF's engine, :mod:`.charclass`), then compiled
@@ -16,8 +16,8 @@ import re._constants as C
 import re._parser as sre
 from dataclasses import dataclass, field
 
-from ..errors import InputError
-from . import charclass
+from tokfst_cli.errors import InputError
+from tokfst_cli.pretok import charclass
 
 _PLACEHOLDER = 0xF0000  # plane 15 private use: stands for HF's class escapes while Python parses
 _CLASS_ESCAPE = re.compile(r"\\(p\{[^}]*\}|P\{[^}]*\}|p[A-Za-z]|P[A-Za-z]|[sSdDwWh])|\\.", re.S)

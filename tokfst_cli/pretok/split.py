@@ -1,4 +1,4 @@
-"""Stage P for BPE: a Split pattern's pre-token cut as a transducer (seed 001 Sec. 3.1).
+"""Stage P for BPE: a Split pattern's pre-token cut as a transducer (Pitfalls 2025 Sec. 3.1).
 
 Hugging Face cuts a text with ``find_iter`` under Oniguruma; :mod:`.pattern` compiles the pattern
 to a priority NFA, :mod:`.marked` builds the deterministic automaton of the marked texts (a typed
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import pynini
 
-from ..errors import InputError
-from ..fsts import linear
-from ..symbols import MARKER, marked_pieces
-from .marked import TYPED_GAP, TYPED_MATCH, marked_language
+from tokfst_cli.automata.fsts import linear
+from tokfst_cli.automata.symbols import MARKER, marked_pieces
+from tokfst_cli.errors import InputError, InternalError, UsageError
+from tokfst_cli.pretok.marked import TYPED_GAP, TYPED_MATCH, marked_language
 
 BEHAVIORS = ("isolated", "removed", "merged_with_previous", "merged_with_next", "contiguous")
 
@@ -26,7 +26,8 @@ def behavior_transducer(behavior: str = "isolated", invert: bool = False, conten
     Delimiters are the matches (the gaps with ``invert``). ``content`` replaces every delimiter
     and writes no marker at all (the Replace normalizer)."""
     if behavior not in BEHAVIORS:
-        raise InputError(f"Split behavior {behavior!r} is not one of {', '.join(BEHAVIORS)}", "use a behaviour HF defines")
+        raise InputError(f"Split behavior {behavior!r} is not one of {', '.join(BEHAVIORS)}",
+                         "use a behaviour HF defines")
     one = pynini.Weight.one("tropical")
     f = pynini.Fst()
     # states: (type of the current piece: None/True(delimiter)/False, anything written yet)
@@ -104,7 +105,7 @@ def _label(lab: int) -> pynini.Fst:
 
 def apply(p: pynini.Fst, text: str) -> list[str]:
     """The pieces P cuts ``text`` into (the unique output path)."""
-    from ..fsts import text_acceptor
+    from tokfst_cli.automata.fsts import text_acceptor
 
     out = pynini.determinize(pynini.compose(text_acceptor(text), p).project("output").rmepsilon()).minimize()
     labels, state, zero = [], out.start(), pynini.Weight.zero(out.weight_type())
@@ -112,11 +113,11 @@ def apply(p: pynini.Fst, text: str) -> list[str]:
         arcs = list(out.arcs(state))
         final = out.final(state) != zero
         if len(arcs) + final != 1:
-            raise ValueError(f"P has {'no' if not arcs and not final else 'several'} outputs for {text!r}")
+            raise InternalError(f"P has {'no' if not arcs and not final else 'several'} outputs for {text!r}")
         if final:
             break
         labels.append(arcs[0].olabel)
         state = arcs[0].nextstate
     if state == pynini.NO_STATE_ID:
-        raise ValueError(f"P has no output for {text!r}")
+        raise UsageError(f"P has no output for {text!r}: the text is outside its domain")
     return marked_pieces(labels)

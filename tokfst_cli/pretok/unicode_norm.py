@@ -1,4 +1,4 @@
-"""Stage P's Unicode normalizers (seed 001 Sec. 3.1): HF's NFC, NFD, NFKC and NFKD, exactly.
+"""Stage P's Unicode normalizers (Pitfalls 2025 Sec. 3.1): HF's NFC, NFD, NFKC and NFKD, exactly.
 
 Each is modelled as the identity on its normal-form language F = {x : HF's normalizer leaves x
 unchanged}, a minimal DFA over UTF-8 bytes. That is exact on F, and the normalizer's image over
@@ -45,8 +45,8 @@ from functools import lru_cache
 import numpy as np
 import pynini
 
-from ..errors import InputError
-from . import charclass
+from tokfst_cli.errors import InputError, UsageError
+from tokfst_cli.pretok import charclass
 
 FORMS = ("NFC", "NFD", "NFKC", "NFKD")
 COMPOSING = ("NFC", "NFKC")
@@ -207,7 +207,8 @@ def compose_run(t: Tables, chars: tuple[int, ...]) -> list[int]:
 def _cache_path():
     import tokenizers
 
-    from ..artifacts import FORMAT_VERSION, cache_dir
+    from tokfst_cli.support.cache import cache_dir
+    from tokfst_cli.support.files import FORMAT_VERSION
 
     return cache_dir() / f"v{FORMAT_VERSION}-pretok-unicode-{tokenizers.__version__}-{VERSION}.json"
 
@@ -215,7 +216,7 @@ def _cache_path():
 @lru_cache(maxsize=None)
 def tables() -> Tables:
     """HF's tables, read off ``tokenizers`` (cached on disk per tokenizers version)."""
-    from .. import cache
+    from tokfst_cli.support import cache
 
     path = _cache_path()
     data = cache.load(path)
@@ -339,11 +340,11 @@ def normal_form(form: str) -> pynini.Fst:
     (labels byte + 1; cached on disk per tokenizers version)."""
     import tokenizers
 
-    from ..artifacts import cached_fst
-    from .classdfa import to_bytes
+    from tokfst_cli.automata.fst_io import cached_fst
+    from tokfst_cli.pretok.classdfa import to_bytes
 
     if form not in FORMS:
-        raise ValueError(f"not a Unicode normal form: {form}")
+        raise UsageError(f"not a Unicode normal form: {form}")
 
     def make() -> pynini.Fst:
         delta, cls_of = char_dfa(form)
@@ -356,7 +357,7 @@ def normal_form(form: str) -> pynini.Fst:
 def ordered_form(form: str) -> pynini.Fst:
     """The DFA of the texts of ``form``-stable characters with marks in canonical order (NFD's F for
     NFD; for NFC a superset of F of 55 states, a quick first test of containment)."""
-    from .classdfa import to_bytes
+    from tokfst_cli.pretok.classdfa import to_bytes
 
     delta, cls_of = char_dfa(form, composing=False)
     return to_bytes(delta, cls_of).minimize().arcsort("ilabel")

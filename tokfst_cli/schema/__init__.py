@@ -1,4 +1,4 @@
-"""JSON Schema -> byte automaton (issue #15; seed 004 Sec. 5.1-5.2): stage A for structured output.
+"""Stage A for JSON Schema (Koo et al. 2024 Sec. 5.1-5.2): a schema to the byte automaton of its valid texts.
 
 ``compile_schema(schema)`` returns the minimal byte DFA of the JSON texts valid under the
 schema (a ``ByteAutomaton``, stage A's output: ``pipeline.build(model, name,
@@ -33,7 +33,17 @@ The texts accepted, by decision:
   the size is known beforehand (``any_order``, ``multipleOf``, ``uniqueItems``, repetitions).
 """
 
-from .compile import LENIENT_COUNT, MAX_DEPTH, MAX_STATES, CompiledSchema, compile_schema
-from .serialize import serialize
+_MOVED = {"compile_schema": "compile", "CompiledSchema": "compile", "MAX_DEPTH": "compile", "MAX_STATES": "compile",
+          "LENIENT_COUNT": "compile"}
 
-__all__ = ["compile_schema", "serialize", "CompiledSchema", "MAX_DEPTH", "MAX_STATES", "LENIENT_COUNT"]
+
+def __getattr__(name: str):
+    """``tokfst_cli.schema.compile_schema`` and friends of release 0.1, loaded on use (no import here)."""
+    if name in _MOVED:
+        import importlib
+        import warnings
+
+        module = f"{__name__}.{_MOVED[name]}"
+        warnings.warn(f"{__name__}.{name} is deprecated; use {module}.{name}", DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module(module), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

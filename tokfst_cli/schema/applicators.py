@@ -1,4 +1,5 @@
-"""anyOf, oneOf, not, if/then/else, dependentSchemas: Boolean operations on per-type languages (draft 2020-12 Sec. 10.2).
+"""anyOf, oneOf, not, if/then/else, dependentSchemas: Boolean operations on per-type languages
+(draft 2020-12 Sec. 10.2).
 
 A schema's language at a position is split by JSON type (:mod:`.automata`). A part the
 schema's own keywords leave unconstrained is :data:`TOP`, "every text of that type here",
@@ -19,10 +20,10 @@ from typing import NamedTuple
 
 import pynini
 
-from . import ecma, numbers, strings
-from .automata import TYPES, Lang
-from .context import Position, value_schemas
-from .refs import ACTIVE
+from tokfst_cli.schema import ecma, numbers, strings
+from tokfst_cli.schema.automata import TYPES, Lang
+from tokfst_cli.schema.context import Position, value_schemas
+from tokfst_cli.schema.refs import ACTIVE
 
 
 class _Top:
@@ -95,7 +96,8 @@ def apply(c, node: dict, lang: Lang, depth: int, pos: Position, handled: set[tup
 
     alg = Algebra(c, depth, pos)
     if "anyOf" in node:
-        run("anyOf", lambda lang, branch: alg.meet(lang, alg.join([branch(s) for s in node["anyOf"]], "anyOf"), "anyOf"))
+        run("anyOf", lambda lang, branch: alg.meet(lang, alg.join([branch(s) for s in node["anyOf"]], "anyOf"),
+                                                   "anyOf"))
     if "oneOf" in node:
         run("oneOf", lambda lang, branch: _one_of(alg, lang, [branch(s) for s in node["oneOf"]],
                                                   tagged(c, node["oneOf"], pos)))

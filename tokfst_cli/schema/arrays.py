@@ -17,10 +17,10 @@ from decimal import Decimal
 
 import pynini
 
-from ..errors import LimitError
-from . import sequences as seq
-from .automata import lit
-from .context import Position, item_schemas
+from tokfst_cli.errors import LimitError
+from tokfst_cli.schema import sequences as seq
+from tokfst_cli.schema.automata import lit
+from tokfst_cli.schema.context import Position, item_schemas
 
 MAX_UNIQUE_VALUES = 16
 MAX_CONTAINS = 3
@@ -90,7 +90,8 @@ def array_part(c, conj: tuple[dict, ...], depth: int, pos: Position) -> pynini.F
             for mask in range(2 ** len(contains)):
                 f = item
                 for j, test in enumerate(tests):
-                    f = budget.intersect(f, test, "contains") if mask >> j & 1 else budget.difference(f, test, "contains")
+                    f = (budget.intersect(f, test, "contains") if mask >> j & 1
+                         else budget.difference(f, test, "contains"))
                 if f is not None:
                     sym = len(members)
                     members[sym] = budget.deferred(f)

@@ -3,7 +3,7 @@
 Every language here is a minimal DFA over bytes (byte b is label b + 1, as in stage A), or
 None for the empty language. A JSON value's language is kept split by JSON type
 (:data:`TYPES`): the six parts start with different bytes, so union, intersection and
-difference work part by part, and ``type`` just selects parts (seed 004 Sec. 5.1: the
+difference work part by part, and ``type`` just selects parts (Koo et al. 2024 Sec. 5.1: the
 JSON texts a schema allows form a regular language once nesting is bounded).
 
 The body of an unconstrained string (every spelled string, without its quotes) is one arc
@@ -36,12 +36,12 @@ from functools import cached_property
 import numpy as np
 import pynini
 
-from .. import label_classes
-from ..artifacts import FstArrays, fst_arrays, fst_from
-from ..errors import EmptyLanguageError, LimitError
-from ..fsts import text_acceptor
-from ..progress import report
-from ..regex import compile_regex
+from tokfst_cli.automata import label_classes
+from tokfst_cli.automata.arrays import FstArrays, fst_arrays, fst_from
+from tokfst_cli.automata.fsts import text_acceptor
+from tokfst_cli.errors import EmptyLanguageError, InternalError, LimitError
+from tokfst_cli.support.progress import report
+from tokfst_cli.text.regex import compile_regex
 
 TYPES = ("null", "boolean", "number", "string", "array", "object")
 KEYWORDS = {  # the keywords that constrain values of each type
@@ -106,8 +106,9 @@ class Budget:
     pieces put together), then OpenFst's determinization stops past the bound.
     """
 
-    def __init__(self, max_states: int):
+    def __init__(self, max_states: int, any_body: Callable[[], pynini.Fst] | None = None):
         self.max_states = max_states
+        self.any_body = any_body  # what BODY stands for (``strings.any_body``; strings builds on this module)
         self.bodies: dict[int, pynini.Fst] = {}  # placeholder label -> what it stands for
         self._arrays: dict[int, FstArrays] = {}  # the bodies' arcs, read once
         self._sizes: dict[int, tuple[int, int]] = {}  # the bodies' arcs and states once expanded
@@ -129,9 +130,11 @@ class Budget:
         return body(label)
 
     def _body(self, label: int) -> pynini.Fst:
-        from .strings import any_body  # strings builds on this module
-
-        return any_body() if label == BODY else self.bodies[label]
+        if label == BODY:
+            if self.any_body is None:
+                raise InternalError("a placeholder for any string in a budget made without any_body")
+            return self.any_body()
+        return self.bodies[label]
 
     def expand(self, f: pynini.Fst) -> pynini.Fst:
         """``f`` with each placeholder arc replaced by what it stands for (epsilon-free, not always

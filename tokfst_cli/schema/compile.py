@@ -1,4 +1,4 @@
-"""JSON Schema -> the minimal byte DFA of the valid JSON texts, compositionally (seed 004 Sec. 5.1-5.2).
+"""JSON Schema -> the minimal byte DFA of the valid JSON texts, compositionally (Koo et al. 2024 Sec. 5.1-5.2).
 
 A schema's language is built from the languages of its parts with pynini's union,
 concatenation, closure, intersection and difference, split by JSON type
@@ -29,16 +29,17 @@ from typing import NamedTuple
 
 import pynini
 
-from ..errors import EmptyLanguageError, InputError, LimitError
-from ..regex import ByteAutomaton
-from . import applicators, arrays, formats, numbers, objects, presence, strings, values
-from .applicators import TOP, Algebra
-from .automata import KEYWORDS as _KEYWORDS, TYPES, WHITESPACE, Budget, Lang, Policy, lang_fst, lit, regex
-from .automata import body as body_placeholder
-from .context import Position, Positions
-from .objects import ManyClasses
-from .ecma import search_regex
-from .refs import ACTIVE, ANNOTATIONS, REFUSED, SUPPORTED, Document, Schema
+from tokfst_cli.errors import EmptyLanguageError, InputError, LimitError
+from tokfst_cli.schema import applicators, arrays, formats, numbers, objects, presence, strings, values
+from tokfst_cli.schema.applicators import TOP, Algebra
+from tokfst_cli.schema.automata import KEYWORDS as _KEYWORDS
+from tokfst_cli.schema.automata import TYPES, WHITESPACE, Budget, Lang, Policy, lang_fst, lit, regex
+from tokfst_cli.schema.automata import body as body_placeholder
+from tokfst_cli.schema.context import Position, Positions
+from tokfst_cli.schema.ecma import search_regex
+from tokfst_cli.schema.objects import ManyClasses
+from tokfst_cli.schema.refs import ACTIVE, ANNOTATIONS, REFUSED, SUPPORTED, Document, Schema
+from tokfst_cli.text.regex import ByteAutomaton
 
 MAX_DEPTH = 3
 MAX_STATES = 1_000_000
@@ -78,7 +79,7 @@ class Compiler:
                                  f"give {name} a whole number", hint="schema-option", option=name)
         self.doc = Document(schema)
         self.positions = Positions(self.doc)
-        self.policy, self.budget = Policy(whitespace), Budget(max_states)
+        self.policy, self.budget = Policy(whitespace), Budget(max_states, strings.any_body)
         self.max_depth, self.lenient, self.any_order = max_depth, lenient, any_order
         self.warnings: dict[str, None] = {}
         self.memo: dict[tuple, Lang] = {}

@@ -1,4 +1,4 @@
-"""Positions in an instance and the stable key order there (the peers' order, seed 004 Sec. 5.1).
+"""Positions in an instance and the stable key order there (the peers' order, Koo et al. 2024 Sec. 5.1).
 
 A :class:`Position` is the set of schemas that apply at one place of the instance: at the root
 the schema, and from there, through ``$ref``, ``allOf``, ``anyOf``, ``oneOf``, ``not``,
@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from . import ecma
-from .refs import Document, Schema
+from tokfst_cli.schema import ecma
+from tokfst_cli.schema.refs import Document, Schema
 
 
 def _constants(node: dict) -> list:

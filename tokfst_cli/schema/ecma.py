@@ -2,7 +2,7 @@
 
 A schema's pattern is ECMA-262 (Unicode mode) and *unanchored*: a string is valid when the
 pattern matches somewhere in it. :func:`search_regex` rewrites it as a Python regex whose
-full match is exactly that search, for ``tokfst_cli.regex.compile_regex`` (stage A's
+full match is exactly that search, for ``tokfst_cli.text.regex.compile_regex`` (stage A's
 compiler) and for Python's ``re`` alike:
 
 * each top-level alternative keeps its own anchors: ``^`` at its start / ``$`` at its end
@@ -26,8 +26,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from .. import utf8
-from ..errors import InputError
+from tokfst_cli.automata import utf8
+from tokfst_cli.errors import InputError
 
 Ranges = list[tuple[int, int]]
 

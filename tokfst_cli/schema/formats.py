@@ -30,7 +30,8 @@ from functools import lru_cache
 
 import pynini
 
-from .automata import Budget, regex
+from tokfst_cli.schema.automata import Budget, regex
+from tokfst_cli.schema.strings import any_body
 
 _D2 = "[0-9]{2}"
 _LEAP_YEAR = "(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:0[48]|[2468][048]|[13579][26])00)"
@@ -96,7 +97,7 @@ def language(name: str, budget: Budget) -> pynini.Fst | None:
 
 @lru_cache(maxsize=None)
 def _language(name: str, max_states: int) -> pynini.Fst | None:
-    budget = Budget(max_states)
+    budget = Budget(max_states, any_body)
     if name == "hostname":
         return budget.intersect(regex(_DOMAIN, budget), regex("[!-~]{1,253}", budget), "format hostname")
     pattern = {"time": _time(), "date-time": DATE + "[Tt]" + _time(), "date": DATE, "email": EMAIL, "uuid": UUID,

@@ -21,12 +21,12 @@ from decimal import Decimal, InvalidOperation
 import numpy as np
 import pynini
 
-from ..artifacts import fst_from_arrays
-from ..errors import InputError, LimitError
-from .automata import Budget, lit, regex
+from tokfst_cli.automata.arrays import fst_from_arrays
+from tokfst_cli.errors import InputError, LimitError
+from tokfst_cli.schema.automata import Budget, lit, regex
 
 MAGNITUDE = r"(?:0|[1-9][0-9]*)(?:\.[0-9]*[1-9])?"
-NUMBER = rf"0|-?[1-9][0-9]*(?:\.[0-9]*[1-9])?|-?0\.[0-9]*[1-9]"
+NUMBER = r"0|-?[1-9][0-9]*(?:\.[0-9]*[1-9])?|-?0\.[0-9]*[1-9]"
 INTEGER = r"0|-?[1-9][0-9]*"
 _FRACTION = r"(?:\.[0-9]*[1-9])?"
 

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import pynini
 
-from ..errors import LimitError
-from . import presence, sequences as seq, strings
-from .automata import body, lit
-from .context import Position, class_schemas, value_schemas
+from tokfst_cli.errors import LimitError, TokfstError
+from tokfst_cli.schema import presence, strings
+from tokfst_cli.schema import sequences as seq
+from tokfst_cli.schema.automata import body, lit
+from tokfst_cli.schema.context import Position, class_schemas, value_schemas
 
 MAX_PATTERN_CLASSES = 64
 
@@ -71,12 +72,13 @@ def key_classes(c, pos: Position) -> list[tuple[frozenset[str], pynini.Fst]]:
 MAX_SPLITS = 64  # value classes of one key (Boolean combinations of the subschemas' value tests)
 
 
-class ManyClasses(Exception):
+class ManyClasses(TokfstError):
     """A key's values would split into more than :data:`MAX_SPLITS` classes: the caller takes the
     Boolean operations on automata instead (:meth:`.compile.Compiler._lang`)."""
 
 
-def _split(c, what: str, value: pynini.Fst, tests: list[pynini.Fst | None | bool]) -> list[tuple[frozenset[int], pynini.Fst]]:
+def _split(c, what: str, value: pynini.Fst,
+           tests: list[pynini.Fst | None | bool]) -> list[tuple[frozenset[int], pynini.Fst]]:
     """``value`` cut by each test (True: every value passes; None: none does) into the nonempty
     classes, each with the tests it passes. Memoized on the automata (``c.splits`` holds them, so
     their ids stay theirs): keys whose values share one definition split once."""
@@ -89,7 +91,8 @@ def _split(c, what: str, value: pynini.Fst, tests: list[pynini.Fst | None | bool
     return classes
 
 
-def _cut(c, what: str, value: pynini.Fst, tests: list[pynini.Fst | None | bool]) -> list[tuple[frozenset[int], pynini.Fst]]:
+def _cut(c, what: str, value: pynini.Fst,
+         tests: list[pynini.Fst | None | bool]) -> list[tuple[frozenset[int], pynini.Fst]]:
     classes = [(frozenset(i for i, t in enumerate(tests) if t is True), value)]
     met: list[tuple[pynini.Fst, list[int]]] = []  # the tests met so far, each with its indices
     for i, t in enumerate(tests):

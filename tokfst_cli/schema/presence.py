@@ -1,4 +1,4 @@
-"""Which members an object has: presence and member-wise subschemas as constraints on words (seed 004 Sec. 5.1).
+"""Which members an object has: presence and member-wise subschemas as constraints on words (Koo et al. 2024 Sec. 5.1).
 
 ``required``, ``minProperties``, ``maxProperties`` and ``dependentRequired`` only look at
 which keys are present, so on the word of member symbols (:mod:`.sequences`) they are
@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import pynini
 
-from . import sequences as seq
-from .applicators import tagged
-from .automata import KEYWORDS as TYPE_KEYWORDS, TYPES
-from .context import Position
-from .refs import ACTIVE
+from tokfst_cli.schema import sequences as seq
+from tokfst_cli.schema.applicators import tagged
+from tokfst_cli.schema.automata import KEYWORDS as TYPE_KEYWORDS
+from tokfst_cli.schema.automata import TYPES
+from tokfst_cli.schema.context import Position
+from tokfst_cli.schema.refs import ACTIVE
 
 KEYWORDS = frozenset(("required", "minProperties", "maxProperties", "dependentRequired"))
 MEMBERS = KEYWORDS | {"properties", "patternProperties", "additionalProperties"}

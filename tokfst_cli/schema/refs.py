@@ -15,9 +15,9 @@ key is not a JSON Schema keyword and is ignored with a warning.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from urllib.parse import unquote, urljoin, urldefrag
+from urllib.parse import unquote, urldefrag, urljoin
 
-from ..errors import InputError
+from tokfst_cli.errors import InputError
 
 Schema = dict | bool
 

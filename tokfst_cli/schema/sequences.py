@@ -1,4 +1,4 @@
-"""Objects and arrays as words over abstract symbols, then spelled out (seed 004 Sec. 5.1).
+"""Objects and arrays as words over abstract symbols, then spelled out (Koo et al. 2024 Sec. 5.1).
 
 The members of an object (a property and its value) and the items of an array are first
 symbols: which may follow which, how many there are, which must appear, are all regular
@@ -18,8 +18,8 @@ from collections.abc import Iterable
 
 import pynini
 
-from ..fsts import linear
-from .automata import Budget
+from tokfst_cli.automata.fsts import linear
+from tokfst_cli.schema.automata import Budget
 
 BASE = 1000  # above the bytes (1..256) and the text markers
 _ROOT = 999

@@ -10,17 +10,18 @@ nests at most ``max_depth`` deep, the compiled automaton accepts this text.
 
 from __future__ import annotations
 
-from . import numbers, strings
-from .automata import WHITESPACE
-from .context import Position, Positions
-from .refs import Document, Schema
-from .values import json_type
+from tokfst_cli.errors import UsageError
+from tokfst_cli.schema import numbers, strings
+from tokfst_cli.schema.automata import WHITESPACE
+from tokfst_cli.schema.context import Position, Positions
+from tokfst_cli.schema.refs import Document, Schema
+from tokfst_cli.schema.values import json_type
 
 
 def serialize(instance, schema: Schema, whitespace: str = "compact") -> str:
     """The text of ``instance`` the automaton of ``schema`` accepts (see the module docstring)."""
     if whitespace not in WHITESPACE:
-        raise ValueError(f"whitespace must be one of {WHITESPACE}")
+        raise UsageError(f"whitespace must be one of {WHITESPACE}")
     return _write(instance, Positions(Document(schema)).root(), whitespace, 0)
 
 

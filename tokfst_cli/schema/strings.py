@@ -19,10 +19,10 @@ from functools import lru_cache
 import numpy as np
 import pynini
 
-from .. import utf8
-from ..artifacts import fst_arrays
-from ..regex import ranges_acceptor
-from .automata import Budget, regex
+from tokfst_cli.automata import utf8
+from tokfst_cli.automata.arrays import fst_arrays
+from tokfst_cli.automata.fsts import ranges_acceptor
+from tokfst_cli.schema.automata import Budget, regex
 
 
 @lru_cache(maxsize=1)
@@ -115,7 +115,7 @@ def any_string() -> pynini.Fst:
 @lru_cache(maxsize=1)
 def any_body() -> pynini.Fst:
     """The spellings of every string, without quotes (what :data:`.automata.BODY` stands for)."""
-    return spelled(Budget(1 << 20), any_string())
+    return spelled(Budget(1 << 20, any_body), any_string())
 
 
 def _spelled_character() -> str:

@@ -1,4 +1,4 @@
-"""Python type hints as JSON Schemas, and JSON texts back as values (seed 004 Sec. 5.2, dataclasses).
+"""Python type hints as JSON Schemas, and JSON texts back as values (Koo et al. 2024 Sec. 5.2, dataclasses).
 
 :func:`schema_of` reflects on a type: a dataclass or TypedDict (fields in order, required unless
 they have a default or are ``NotRequired``), ``int``, ``float``, ``str``, ``bool``, ``None``,
@@ -17,7 +17,7 @@ import types
 import typing
 from typing import Any
 
-from ..errors import InputError
+from tokfst_cli.errors import InputError, UsageError
 
 _SCALARS = {int: {"type": "integer"}, float: {"type": "number"}, str: {"type": "string"},
             bool: {"type": "boolean"}, type(None): {"type": "null"}}
@@ -86,7 +86,7 @@ def _value(tp: Any, v: Any) -> Any:
                     return _value(a, v)
                 except (TypeError, ValueError, KeyError):
                     continue
-        raise ValueError(f"{v!r} is none of {args}")
+        raise UsageError(f"{v!r} is none of {args}")
     if origin is list:
         return [_value(args[0], x) for x in v] if args else list(v)
     if origin is tuple:

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import pynini
 
-from . import numbers, strings
-from .automata import Lang, lit
-from .context import Position
+from tokfst_cli.schema import numbers, strings
+from tokfst_cli.schema.automata import Lang, lit
+from tokfst_cli.schema.context import Position
 
 
 def json_type(value) -> str:

@@ -1,0 +1,1 @@
+(Cologne|Berlin|Bonn|Munich)

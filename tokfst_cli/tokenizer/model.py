@@ -1,0 +1,487 @@
+"""A neutral model of a Hugging Face ``tokenizer.json``, the input of every stage (Cognetta & Okazaki 2024 Sec. 2, 6).
+
+Every token gets its *surface*: the bytes it spells (Cognetta & Okazaki 2024 Sec. 3.1, CHAR_Gamma).
+Byte-level BPE undoes GPT-2's bytes-to-unicode map; SentencePiece-style BPE reads "▁" as a
+space and ``<0xNN>`` as byte NN; WordPiece strips the continuation prefix and marks the piece
+word-internal. Added and special tokens have no surface and stay out of every automaton.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from tokfst_cli.errors import InputError
+
+BUNDLED = ("gpt2",)
+_BYTE_TOKEN = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
+SPACE_MARK = "\u2581"  # "▁", SentencePiece's space
+
+
+@lru_cache(maxsize=1)
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's reversible map from the 256 bytes to printable code points."""
+    keep = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    table: dict[int, str] = {b: chr(b) for b in keep}
+    extra = 0
+    for b in range(256):
+        if b not in table:
+            table[b] = chr(256 + extra)
+            extra += 1
+    return table
+
+
+@lru_cache(maxsize=1)
+def unicode_to_bytes() -> dict[str, int]:
+    return {c: b for b, c in bytes_to_unicode().items()}
+
+
+@dataclass
+class TokenizerModel:
+    """What the automata need from a tokenizer: ids, surfaces, merges, options, fingerprint."""
+
+    family: str  # "bpe" | "wordpiece"
+    style: str  # "byte-level" | "sentencepiece" | "plain"
+    tokens: list[str]  # token string by id ("" for a gap in the id space)
+    surfaces: list[bytes | None]  # surface bytes by id; None = not in automata
+    word_internal: list[bool]  # WordPiece "##" piece / BPE continuing_subword_prefix
+    merges: list[tuple[int, int]] = field(default_factory=list)  # BPE, in rank order
+    merge_new: list[int] = field(default_factory=list)  # BPE: the token each merge makes (empty: not known)
+    options: dict[str, Any] = field(default_factory=dict)
+    special_ids: frozenset[int] = frozenset()
+    normalizer: Any = None
+    pre_tokenizer: Any = None
+    fingerprint: str = ""
+    source: str = ""
+    added_tokens: tuple[dict, ...] = ()  # tokenizer.json's added_tokens (content, normalized, special, ...)
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.tokens)
+
+    def token_id(self, token: str) -> int | None:
+        return self._ids().get(token)
+
+    def _ids(self) -> dict[str, int]:
+        ids = self.__dict__.get("_id_cache")
+        if ids is None:
+            ids = {t: i for i, t in enumerate(self.tokens) if t or i == 0}
+            self.__dict__["_id_cache"] = ids
+        return ids
+
+    def lexicon_items(self) -> list[tuple[int, bytes]]:
+        """(id, surface) of every token that takes part in automata."""
+        return [(i, s) for i, s in enumerate(self.surfaces) if s]
+
+    def model_items(self) -> list[tuple[int, bytes]]:
+        """(id, model text) of every such token: the bytes HF's *model* reads for it after the
+        normalizer and pre-tokenizer (stage P's output alphabet). Byte-level and plain tokenizers:
+        the surface; SentencePiece-style: "▁" stays "▁" (the decoder, not the model, makes it a
+        space); a byte-fallback token ``<0xNN>`` is byte NN."""
+        if self.style != "sentencepiece":
+            return self.lexicon_items()
+        fb = bool(self.options.get("byte_fallback"))
+        prefix = self.options.get("continuing_subword_prefix") or ""
+        suffix = self.options.get("end_of_word_suffix") or ""
+        out = []
+        for i, s in self.lexicon_items():
+            text = strip_markers(self.tokens[i], prefix, suffix)[0]
+            out.append((i, _surface(text, "plain", fb)))
+        return out
+
+
+def strip_markers(token: str, prefix: str, suffix: str) -> tuple[str, bool, bool]:
+    """(text, has continuing-subword prefix, has end-of-word suffix) of a token string."""
+    pre = bool(prefix) and token.startswith(prefix) and len(token) > len(prefix)
+    if pre:
+        token = token[len(prefix):]
+    suf = bool(suffix) and token.endswith(suffix) and len(token) > len(suffix)
+    if suf:
+        token = token[: -len(suffix)]
+    return token, pre, suf
+
+
+def merge_result(left: str, right: str, prefix: str) -> str:
+    """The token a merge (left, right) makes: HF drops the right operand's prefix."""
+    return left + (right[len(prefix):] if prefix and right.startswith(prefix) else right)
+
+
+def resolve_path(name_or_path: str) -> Path:
+    """A path, or the name of a tokenizer bundled with the package (``gpt2``)."""
+    p = Path(name_or_path)
+    if p.exists():
+        return p
+    if name_or_path in BUNDLED:
+        return Path(str(resources.files("tokfst_cli") / "data" / f"{name_or_path}.json"))
+    raise InputError(
+        f"tokenizer file not found: {name_or_path}",
+        f"give a path to a tokenizer.json or a bundled name ({', '.join(BUNDLED)})",
+    )
+
+
+def load(name_or_path: str) -> TokenizerModel:
+    """Read a Hugging Face tokenizer.json (a path, or a bundled name)."""
+    path = resolve_path(name_or_path)
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise InputError(f"cannot read tokenizer {path}: {e.strerror or e}", "give a readable tokenizer.json") from None
+    try:
+        data = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        why = "nested too deeply" if isinstance(e, RecursionError) else str(e)
+        raise InputError(f"cannot read tokenizer {path}: not JSON ({why})", "give a valid tokenizer.json") from None
+    return from_json(data, source=str(path))
+
+
+def fingerprint_of(data: dict) -> str:
+    """sha256 over what decides tokens and surfaces: model, normalizer, pre-tokenizer, decoder, added tokens."""
+    keys = ("model", "normalizer", "pre_tokenizer", "decoder", "added_tokens")
+    blob = json.dumps({k: data.get(k) for k in keys}, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def _types(spec: Any) -> set[str]:
+    """All component types in a (possibly nested Sequence) normalizer/pre-tokenizer/decoder spec."""
+    out: set[str] = set()
+    if isinstance(spec, dict):
+        if isinstance(spec.get("type"), str):
+            out.add(spec["type"])
+        for key in ("normalizers", "pretokenizers", "decoders"):
+            subs = spec.get(key)
+            for sub in subs if isinstance(subs, list) else ():
+                out |= _types(sub)
+    return out
+
+
+def _replaces_space(spec: Any) -> bool:
+    """Does a Replace component map " " to "▁" or back (SentencePiece-style BPE)?"""
+    if isinstance(spec, dict):
+        if spec.get("type") == "Replace":
+            pat = (spec.get("pattern") or {}).get("String")
+            if {pat, spec.get("content")} == {" ", SPACE_MARK}:
+                return True
+        for key in ("normalizers", "pretokenizers", "decoders"):
+            if any(_replaces_space(s) for s in spec.get(key) or []):
+                return True
+    return False
+
+
+def _style(data: dict) -> str:
+    parts = (data.get("normalizer"), data.get("pre_tokenizer"), data.get("decoder"))
+    types = set().union(*(_types(p) for p in parts))
+    if "ByteLevel" in types:
+        return "byte-level"
+    if "Metaspace" in types or any(_replaces_space(p) for p in parts):
+        return "sentencepiece"
+    return "plain"
+
+
+def _surface(token: str, style: str, byte_fallback: bool) -> bytes | None:
+    if byte_fallback:
+        m = _BYTE_TOKEN.match(token)
+        if m:
+            return bytes([int(m.group(1), 16)])
+    if style == "byte-level":
+        inv = unicode_to_bytes()
+        try:
+            return bytes(inv[c] for c in token)
+        except KeyError:
+            return None  # not spellable in byte-level alphabet
+    if style == "sentencepiece":
+        token = token.replace(SPACE_MARK, " ")
+    return token.encode("utf-8")
+
+
+_FIX = "give a valid tokenizer.json"
+_OPTIONS = {  # model field -> (allowed types, what it must be)
+    "unk_token": ((str,), "a string or null"),
+    "continuing_subword_prefix": ((str,), "a string or null"),
+    "end_of_word_suffix": ((str,), "a string or null"),
+    "fuse_unk": ((bool,), "true, false or null"),
+    "byte_fallback": ((bool,), "true, false or null"),
+    "ignore_merges": ((bool,), "true, false or null"),
+    "dropout": ((int, float), "a number or null"),
+    "max_input_chars_per_word": ((int,), "an integer or null"),
+}
+COMPONENTS = ("normalizer", "pre_tokenizer", "post_processor", "decoder")
+TOP_LEVEL = ("version", "truncation", "padding", "added_tokens", *COMPONENTS, "model")
+REQUIRED = {"BPE": ("vocab", "merges"),  # HF's model fields without a default
+            "WordPiece": ("vocab", "unk_token", "continuing_subword_prefix", "max_input_chars_per_word")}
+
+
+def _check_fields(data: dict, m: dict, kind: str, source: str) -> None:
+    """Refuse what Hugging Face refuses, and what tokfst cannot model, with a one-line reason.
+
+    Types of the model's fields (HF reads ids as u32 and merges as "a b" or [a, b]); the
+    vocabulary as a non-empty object with distinct ids; added tokens that contradict the
+    vocabulary (another token's id, or a vocabulary token under another id); and the
+    normalizer, pre-tokenizer, post-processor and decoder, which HF's own parser checks (with
+    the version, truncation and padding when given). Top-level fields HF does not know are
+    refused, as HF does; missing optional ones are not.
+    """
+    def bad(what: str, fix: str = _FIX) -> InputError:
+        return InputError(f"{source}: {what}", fix)
+
+    unknown = sorted(set(data) - set(TOP_LEVEL))
+    if unknown:
+        raise bad(f"unknown field {unknown[0][:40]!r} (Hugging Face refuses it)", "give a Hugging Face tokenizer.json")
+    for key in REQUIRED[kind]:
+        if m.get(key) is None:
+            raise bad(f"model.{key} is missing (Hugging Face refuses a {kind} model without it)",
+                      "give a complete tokenizer.json")
+    vocab = m.get("vocab")
+    if isinstance(vocab, list):
+        raise bad(f"model.vocab of a {kind} model must be an object {{token: id}}, not a list",
+                  "give a BPE or WordPiece tokenizer.json (a list is a Unigram vocabulary)")
+    if not isinstance(vocab, dict) or not vocab:
+        raise bad("model.vocab is missing or empty", "give a complete tokenizer.json")
+    values = list(vocab.values())
+    if set(map(type, values)) != {int} or min(values) < 0 or max(values) >= 2 ** 32 or len(set(values)) < len(values):
+        owner: dict[int, str] = {}
+        for tok, i in vocab.items():
+            if type(i) is not int or not 0 <= i < 2 ** 32:
+                raise bad(f"model.vocab id {str(i)[:20]!r} of {tok[:40]!r} is not a token id (0 <= integer < 2^32)")
+            if i in owner:
+                raise bad(f"tokens {owner[i][:40]!r} and {tok[:40]!r} share id {i}",
+                          "give each vocabulary token its own id")
+            owner[i] = tok
+    for key, (types, what) in _OPTIONS.items():
+        v = m.get(key)
+        if v is not None and (type(v) not in types or (key == "dropout" and not 0 <= v <= 1)
+                              or (key == "max_input_chars_per_word" and v < 0)):
+            raise bad(f"model.{key} must be {what}, not {json.dumps(v)[:40]}")
+    merges = m.get("merges")
+    if merges is not None and not isinstance(merges, list):
+        raise bad("model.merges must be a list", "write merges as a list of 'a b' or [a, b]")
+    if merges and not all(type(mg) is str and mg.count(" ") == 1 for mg in merges) and not all(
+            type(mg) is list and len(mg) == 2 and type(mg[0]) is str and type(mg[1]) is str for mg in merges):
+        for rank, mg in enumerate(merges):
+            if isinstance(mg, str):
+                ok = mg.count(" ") == 1
+            else:
+                ok = isinstance(mg, list) and len(mg) == 2 and all(isinstance(x, str) for x in mg)
+            if ok:
+                continue
+            raise bad(f"merge {rank} {json.dumps(mg, ensure_ascii=False)[:60]} is not a pair",
+                      "write merges as 'a b' or [a, b]")
+    added = data.get("added_tokens")
+    if added is not None and not isinstance(added, list):
+        raise bad("added_tokens must be a list")
+    owner = {i: t for t, i in vocab.items()} if added else {}
+    for a in added or []:
+        if not isinstance(a, dict) or type(a.get("id")) is not int or not 0 <= a["id"] < 2 ** 32 \
+                or not isinstance(a.get("content"), str):
+            raise bad(f"added token {json.dumps(a, ensure_ascii=False)[:60]} needs an integer id and a string content")
+        aid, content = a["id"], a["content"]
+        if aid in owner and owner[aid] != content:
+            raise bad(f"added token {content[:40]!r} takes id {aid} of vocabulary token {owner[aid][:40]!r}",
+                      "give the added token a free id, or the content of the vocabulary token")
+        if vocab.get(content, aid) != aid:
+            raise bad(f"added token {content[:40]!r} has id {aid} but the vocabulary gives it id {vocab[content]}",
+                      "give the added token the vocabulary's id")
+    for part in COMPONENTS:
+        spec = data.get(part)
+        if spec is not None and not isinstance(spec, dict):
+            raise bad(f"the {part.replace('_', '-')} must be an object or null")
+    _check_components(data, source)
+
+
+def _hf_refusal(spec: dict) -> str | None:
+    """Why Hugging Face's parser refuses ``spec`` (its first line), None when it loads it. A Rust
+    panic (a malformed Precompiled charsmap) is caught as the refusal it is: HF raises it as a
+    BaseException, and its message, which Rust prints itself, is held off the user's stderr."""
+    import tokenizers
+
+    try:
+        with _native_stderr_held():
+            tokenizers.Tokenizer.from_str(json.dumps(spec))
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as e:  # noqa: BLE001 - pyo3's PanicException is not an Exception
+        text = str(e).splitlines()[0] if str(e) else type(e).__name__
+        return re.sub(r" at line \d+ column \d+$", "", text)
+    return None
+
+
+@contextlib.contextmanager
+def _native_stderr_held() -> Iterator[None]:
+    """File descriptor 2 pointed at a discarded temporary file for the duration (what native code
+    prints there, not Python's sys.stderr)."""
+    try:
+        saved = os.dup(2)
+    except OSError:  # no descriptor 2 at all: nothing to hold
+        yield
+        return
+    try:
+        with tempfile.TemporaryFile() as sink:
+            os.dup2(sink.fileno(), 2)
+            try:
+                yield
+            finally:
+                os.dup2(saved, 2)
+    finally:
+        os.close(saved)
+
+
+def _check_components(data: dict, source: str) -> None:
+    """Let Hugging Face's parser judge the pipeline components and added tokens (a stub tokenizer)."""
+    import tokenizers
+
+    spec = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": data.get("added_tokens", []),
+            **{p: data.get(p) for p in COMPONENTS},
+            "model": {"type": "WordLevel", "vocab": {"a": 0}, "unk_token": "a"}}
+    frame = {k: data[k] for k in ("version", "truncation", "padding") if k in data}
+    whole = {**spec, **frame}
+    if _hf_refusal(whole) is None:
+        return
+    for part in (*COMPONENTS, "added_tokens", *frame):
+        msg = _hf_refusal({**spec, **{p: None for p in COMPONENTS}, "added_tokens": [], part: whole[part]})
+        if msg is not None:
+            types = ", ".join(sorted(_types(whole[part]))) if part in COMPONENTS else ""
+            what = part.replace("_", "-").replace("added-tokens", "added tokens")
+            raise InputError(f"{source}: Hugging Face's tokenizers {tokenizers.__version__} cannot read the {what}"
+                             + (f" ({types})" if types else "") + f": {msg[:120]}",
+                             "give a tokenizer.json that Hugging Face's tokenizers loads")
+    raise InputError(f"{source}: Hugging Face's tokenizers cannot read its components",
+                     "give a tokenizer.json that Hugging Face's tokenizers loads")
+
+
+def from_json(data: dict, source: str = "<json>") -> TokenizerModel:
+    """Build the neutral model from a parsed tokenizer.json."""
+    if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
+        raise InputError(f"{source} has no 'model' section", "give a Hugging Face tokenizer.json")
+    m = data["model"]
+    kind = m.get("type")
+    if "type" in m and not isinstance(kind, str):
+        raise InputError(f"{source}: model.type must be a string, not {json.dumps(kind)[:40]}",
+                         "give a BPE or WordPiece tokenizer.json")
+    if kind is None:  # old files omit "type"; infer as HF does
+        kind = "BPE" if "merges" in m else "WordPiece" if "max_input_chars_per_word" in m else None
+    if kind in ("Unigram", "WordLevel"):
+        raise InputError(
+            f"{source}: {kind} models are not supported",
+            "tokfst handles BPE and WordPiece tokenizers",
+        )
+    if kind not in ("BPE", "WordPiece"):
+        raise InputError(f"{source}: unknown model type {kind!r}", "give a BPE or WordPiece tokenizer.json")
+    _check_fields(data, m, kind, source)
+    vocab = m["vocab"]
+    size = max(vocab.values()) + 1
+    if size > 10 * len(vocab) + 1000:
+        raise InputError(f"{source}: vocabulary ids are too sparse (max id {size - 1})", "give a valid tokenizer.json")
+    tokens = [""] * size
+    for tok, i in vocab.items():
+        tokens[i] = tok
+
+    added = data.get("added_tokens") or []
+    special: set[int] = set()
+    for a in added:
+        aid = a["id"]
+        special.add(aid)
+        if aid >= len(tokens):
+            tokens.extend([""] * (aid + 1 - len(tokens)))
+            tokens[aid] = a["content"]
+
+    style = _style(data)
+    options: dict[str, Any] = {}
+    merges: list[tuple[int, int]] = []
+    merge_new: list[int] = []
+    prefix = m.get("continuing_subword_prefix") or ""
+    if kind == "BPE":
+        dropout = m.get("dropout")
+        if dropout not in (None, 0, 0.0):
+            raise InputError(
+                f"{source}: BPE dropout={dropout} makes tokenization random",
+                "set model.dropout to null; canonical tokenization needs a deterministic model",
+            )
+        for key in ("unk_token", "fuse_unk", "byte_fallback", "continuing_subword_prefix",
+                    "end_of_word_suffix", "ignore_merges"):
+            options[key] = m.get(key)
+        ids = {t: i for i, t in enumerate(tokens) if t}
+        merges, merge_new = _merge_ids(m.get("merges") or [], ids, prefix, source)
+    else:
+        for key in ("unk_token", "continuing_subword_prefix", "max_input_chars_per_word"):
+            options[key] = m.get(key)
+        prefix = options["continuing_subword_prefix"] or "##"
+        options["continuing_subword_prefix"] = prefix
+
+    byte_fallback = bool(options.get("byte_fallback"))
+    suffix = options.get("end_of_word_suffix") or ""
+    surfaces: list[bytes | None] = []
+    internal: list[bool] = []
+    for i, tok in enumerate(tokens):
+        text, inner, _ = strip_markers(tok, prefix, suffix)
+        s = None if (i in special or not tok) else _surface(text, style, byte_fallback)
+        surfaces.append(s or None)
+        internal.append(inner)
+
+    return TokenizerModel(
+        family="bpe" if kind == "BPE" else "wordpiece",
+        style=style,
+        tokens=tokens,
+        surfaces=surfaces,
+        word_internal=internal,
+        merges=merges,
+        merge_new=merge_new,
+        options=options,
+        special_ids=frozenset(special),
+        normalizer=data.get("normalizer"),
+        pre_tokenizer=data.get("pre_tokenizer"),
+        fingerprint=fingerprint_of(data),
+        source=source,
+        added_tokens=tuple(a for a in added if isinstance(a, dict)),
+    )
+
+
+def _merge_ids(raw: list, ids: dict[str, int], prefix: str, source: str) -> tuple[list[tuple[int, int]], list[int]]:
+    """Merges as (left id, right id) in rank order, and the id each makes; an InputError names the
+    first bad merge."""
+    try:  # the common case in bulk (a 500k-merge list in a fraction of a second)
+        pairs = [mg.split(" ") if type(mg) is str else mg for mg in raw]
+        if all(type(p) in (list, tuple) and len(p) == 2 for p in pairs):
+            out = [(ids[a], ids[b]) for a, b in pairs]
+            made = [merge_result(a, b, prefix) for a, b in pairs] if prefix else [a + b for a, b in pairs]
+            return out, [ids[x] for x in made]
+    except (KeyError, TypeError):
+        pass
+    merges = []
+    for rank, mg in enumerate(raw):
+        pair = mg.split(" ") if isinstance(mg, str) else mg
+        if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+            raise InputError(f"{source}: merge {rank} {mg!r} is not a pair", "write merges as 'a b' or [a, b]")
+        a, b = pair
+        if a not in ids or b not in ids or merge_result(a, b, prefix) not in ids:
+            raise InputError(
+                f"{source}: merge {rank} ({a!r}, {b!r}) uses or makes a token not in the vocabulary",
+                "give a consistent tokenizer.json",
+            )
+        merges.append((ids[a], ids[b]))
+    return merges, [ids[merge_result(a, b, prefix)] for a, b in (
+        (mg.split(" ") if isinstance(mg, str) else mg) for mg in raw)]
+
+
+def from_vocab(pieces: list[str]) -> TokenizerModel:
+    """A tiny plain vocabulary (for drawings such as Cognetta & Okazaki 2024 Fig. 3): surfaces are UTF-8."""
+    if not pieces or any(not p for p in pieces) or len(set(pieces)) != len(pieces):
+        raise InputError("the vocabulary must be non-empty and hold distinct, non-empty pieces", "e.g. a,b,ab",
+                         hint="vocab")
+    data = {"model": {"type": "BPE", "vocab": {p: i for i, p in enumerate(pieces)}, "merges": []}}
+    return from_json(data, source="<vocab>")
+
+
+def model_text(model: TokenizerModel, tid: int) -> tuple[str, bool, bool]:
+    """The text HF's model sees for a token, and whether it carries the continuing-subword
+    prefix (word-internal start) and the end-of-word suffix (word end)."""
+    return strip_markers(model.tokens[tid], model.options.get("continuing_subword_prefix") or "",
+                         model.options.get("end_of_word_suffix") or "")
