@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 REGEX  ?= [0-9]{4}-[0-9]{2}-[0-9]{2}
 
-.PHONY: setup system-deps demo test test-thorough lint bench docs docs-check clean
+.PHONY: setup system-deps demo test test-thorough lint bench results docs docs-check clean
 
 setup: system-deps $(BIN)/.installed
 
@@ -58,24 +58,30 @@ test-thorough: system-deps $(BIN)/.installed-hf lint
 lint: $(BIN)/.installed
 	$(BIN)/ruff check tokfst_cli tokfst tests scripts
 
-# Every `tokfst bench` mode (about an hour): promote, canonical BPE and MaxMatch on the real
-# tokenizers (a few minutes), then the paper's tables and the peer comparison (`all`), whose
-# corpus is Debian's python3.11-doc.
+# Every `tokfst bench` mode (about an hour), each writing its JSON under docs/results/data/AREA/,
+# then `make results` renders the pages docs/results/AREA.md from them. The paper's tables and the
+# peer comparison (`all`) train on Debian's python3.11-doc.
+RESULTS := docs/results/data
 bench: setup
 	@test -d /usr/share/doc/python3.11/html/_sources || \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3.11-doc >/dev/null
 	$(BIN)/pip install -q -e '.[bench,hf]'
-	mkdir -p artifacts/bench
+	mkdir -p $(RESULTS)/promote $(RESULTS)/canonical $(RESULTS)/maxmatch $(RESULTS)/decoding $(RESULTS)/paper
 	$(BIN)/tokfst bench promote --tokenizer tests/data/llama2.json --tokenizer gpt2 --repeat 7 \
-	  --json artifacts/bench/promote.json -v
+	  --json $(RESULTS)/promote/promote.json -v
 	$(BIN)/tokfst bench canonical --tokenizer tests/data/llama2.json --tokenizer gpt2 --repeat 5 \
-	  --json artifacts/bench/canonical.json -v
-	$(BIN)/tokfst bench maxmatch --tokenizer tests/data/bert-base-uncased.json \
-	  --json artifacts/bench/maxmatch.json -v
-	$(BIN)/tokfst bench ready --tokenizer tests/data/llama2.json --tokenizer gpt2 --json artifacts/bench/ready.json -v
-	$(BIN)/tokfst bench logits --tokenizer tests/data/llama2.json --tokenizer gpt2 --json artifacts/bench/logits.json -v
+	  --json $(RESULTS)/canonical/canonical.json -v
+	$(BIN)/tokfst bench maxmatch --tokenizer tests/data/bert-base-uncased.json --json $(RESULTS)/maxmatch/maxmatch.json -v
+	$(BIN)/tokfst bench ready --tokenizer tests/data/llama2.json --tokenizer gpt2 --json $(RESULTS)/decoding/ready.json -v
+	$(BIN)/tokfst bench logits --tokenizer tests/data/llama2.json --tokenizer gpt2 --json $(RESULTS)/decoding/logits.json -v
 	$(BIN)/tokfst bench all --tokenizer tests/data/llama2.json --tokenizer gpt2 \
-	  --json artifacts/bench/all.json --csv artifacts/bench/all.csv --plot artifacts/bench/all.svg -v
+	  --json $(RESULTS)/paper/all.json --csv artifacts/bench-all.csv --plot artifacts/bench-all.svg -v
+	$(MAKE) results
+
+# docs/results/AREA.md from the JSON in docs/results/data/AREA/ (tests/test_results.py checks they agree).
+results: setup
+	for d in $(RESULTS)/*/; do a=$$(basename $$d); \
+	  $(BIN)/tokfst bench report $$d --markdown docs/results/$$a.md || exit 1; done
 
 docs: setup
 	$(BIN)/python scripts/gen_docs.py

@@ -17,8 +17,8 @@ of test files and test functions per directory of tests/, ``exit-codes`` in docs
 exit-code table (``tokfst_cli.cli.errors.EXIT_CODES``, also the man page's EXIT STATUS and
 ``tokfst --help``).
 
-Man page: ``man/tokfst.1`` is rendered from the click command tree of ``tokfst_cli.cli.app``
-(``typer.main.get_command`` of ``tokfst_cli.cli.app.app``): every visible command in registration order with its usage line,
+Man page: ``man/tokfst.1`` is rendered from the click command tree of ``tokfst_cli.cli.app.app``
+(``typer.main.get_command``): every visible command in registration order with its usage line,
 its full help text and its arguments and options, plus the fixed sections (exit status,
 environment, files, see also). The output is deterministic: no dates; the version comes from
 ``tokfst_cli.support.meta.__version__``. typer's ``--install-completion``/``--show-completion`` are listed

@@ -177,8 +177,9 @@ def test_the_import_reader_sees_relative_and_deferred_imports(tmp_path):
                          ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_subpackage_inits_import_nothing(path):
     tree = ast.parse(path.read_text())
-    top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
-    assert not top, f"{path.relative_to(PACKAGE)} imports at module level (line {top[0].lineno})"
+    top = [n.lineno for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))
+           and any(m.startswith("tokfst_cli") for m in [getattr(n, "module", None) or "", *(a.name for a in n.names)])]
+    assert not top, f"{path.relative_to(PACKAGE)} imports a tokfst module at module level (line {top[0]})"
 
 
 @pytest.mark.parametrize("path", LIBRARY, ids=lambda p: str(p.relative_to(PACKAGE)))
@@ -230,3 +231,19 @@ def test_library_errors_name_no_flags(path):
         if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call):
             texts = [c.value for c in ast.walk(node.exc) if isinstance(c, ast.Constant) and isinstance(c.value, str)]
             assert not any(FLAG.search(t) for t in texts), f"{path.relative_to(PACKAGE)}:{node.lineno}: {texts}"
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_function_local_imports_say_why(path):
+    """An import inside a function is there for start-up time or a heavy or optional library, and says
+    so: a ``# deferred: REASON`` comment on its line or the line above. Everything else imports at the top."""
+    lines = path.read_text().splitlines()
+    bad = []
+    for node in ast.walk(ast.parse("\n".join(lines))):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and node.col_offset > 0:
+            above = lines[node.lineno - 2].strip()
+            said = "# deferred: " in lines[node.end_lineno - 1] or above.startswith("# deferred: ")
+            under_type_checking = "TYPE_CHECKING" in lines[node.lineno - 2]
+            if not said and not under_type_checking:
+                bad.append(f"line {node.lineno}: {lines[node.lineno - 1].strip()}")
+    assert not bad, f"{path.relative_to(PACKAGE)}: function-local imports without a reason: {bad}"

@@ -67,7 +67,7 @@ def examples(path: Path) -> list[tuple[str, int, str, int | None]]:
     i = 0
     while i < len(lines):
         m = FENCE.match(lines[i])
-        if not m or not m.group(1):
+        if not m:
             i += 1
             continue
         lang, start = m.group(1), i
@@ -120,12 +120,12 @@ def run_sh(line: str, cwd: Path) -> subprocess.CompletedProcess:
     else:
         argv = shlex.split(command)
         argv[0] = tokfst_bin()
-    return subprocess.run(argv, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=TIMEOUT,
+    return subprocess.run(argv, cwd=cwd, env=_env(), capture_output=True, text=True, errors="replace", timeout=TIMEOUT,
                           stdin=subprocess.DEVNULL)
 
 
 def run_python(code: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=_env(), capture_output=True,
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=_env(), capture_output=True, errors="replace",
                           text=True, timeout=TIMEOUT, stdin=subprocess.DEVNULL)
 
 
@@ -148,7 +148,10 @@ def test_every_document_has_examples():
     assert any(kind != "skip" for kind, *_ in examples(ROOT / "README.md"))
 
 
-@pytest.mark.parametrize("path", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+RUNNABLE = [p for p in DOCS if any(kind != "skip" for kind, *_ in examples(p))]
+
+
+@pytest.mark.parametrize("path", RUNNABLE, ids=lambda p: str(p.relative_to(ROOT)))
 def test_examples_run(path, workdir):
     ran = 0
     for kind, line, code, expected in examples(path):
@@ -163,5 +166,54 @@ def test_examples_run(path, workdir):
             proc = run_python(code, workdir)
             assert proc.returncode == 0, f"{where}: python block failed\n{proc.stderr[-3000:]}"
         ran += 1
+    assert ran
+
+
+# ---- the examples of `tokfst COMMAND --help` ------------------------------------------------------
+def help_examples() -> dict[str, list[str]]:
+    """Each help text's ``tokfst ...`` example lines (continuations joined), by the text's name."""
+    from tokfst_cli.cli import helptext
+
+    out = {}
+    for name, text in vars(helptext).items():
+        if not isinstance(text, str) or "\n  tokfst " not in text:
+            continue
+        lines, pending = [], ""
+        for raw in text.splitlines():
+            line = raw.strip()
+            if pending:
+                line, pending = pending + " " + line, ""
+            elif not raw.startswith("  tokfst "):
+                continue
+            if line.endswith("\\"):
+                pending = line[:-1].rstrip()
+                continue
+            lines.append(line)
+        out[name] = lines
+    return out
+
+
+HELP = help_examples()
+THOROUGH = os.environ.get("TOKFST_TEST_PROFILE") == "thorough"
+
+
+def test_help_texts_have_examples():
+    assert sum(len(v) for v in HELP.values()) >= 40 and {"PROMOTE", "DRAW", "BENCH"} <= set(HELP)
+
+
+@pytest.mark.parametrize("name", sorted(HELP))
+def test_help_examples_run(name, workdir, tmp_path_factory):
+    """Every example line of the help text, in order, from the repository root's view; ``tokfst bench``
+    lines (minutes each: training, peers, 100 MB inputs) only in the thorough profile."""
+    env = {**_env(), "TOKFST_CACHE": str(tmp_path_factory.getbasetemp() / "help-cache")}
+    ran = 0
+    for line in HELP[name]:
+        if line.startswith("tokfst bench ") and not THOROUGH:
+            continue
+        proc = subprocess.run(["bash", "-o", "pipefail", "-c", line], cwd=workdir, env=env, capture_output=True,
+                              text=True, errors="replace", timeout=600, stdin=subprocess.DEVNULL)
+        assert proc.returncode in (0, 1) if line.startswith("tokfst canonical-check") else proc.returncode == 0, (
+            f"{name}: {line}\nexit {proc.returncode}\n{proc.stderr[-2000:]}")
+        ran += 1
     if not ran:
-        pytest.skip(f"{path.relative_to(ROOT)} has no runnable example")
+        pytest.skip(f"{name}: its examples are benchmarks (TOKFST_TEST_PROFILE=thorough runs them)")

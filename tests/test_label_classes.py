@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from tokfst_cli.automata import label_classes
 from tokfst_cli.automata.arrays import fst_arrays, fst_from
-from tokfst_cli.schema import automata
+from tokfst_cli.schema import automata, strings
 from tokfst_cli.schema.compile import compile_schema
 from tokfst_cli.text.regex import compile_regex
 
@@ -143,7 +143,7 @@ def test_an_operand_is_expanded_once_per_classes(monkeypatch):
     """An operation's operands are expanded over their classes once and reused when they recur
     with the same classes (oneOf meets a branch, then subtracts it): the second intersection
     expands nothing, and both equal the intersection of the expansions over bytes."""
-    budget = automata.Budget(1 << 20)
+    budget = automata.Budget(1 << 20, strings.any_body)
     x = automata.body() + automata.lit("a")  # the body of any string, then a
     y = automata.lit("b") + automata.body()
     expected = pynini.intersect(budget.expand(x).arcsort("olabel"), budget.expand(y).arcsort("ilabel"))

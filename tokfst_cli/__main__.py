@@ -35,7 +35,7 @@ def stop_on_signals() -> None:
 
 def main() -> None:
     stop_on_signals()
-    from tokfst_cli.cli.app import main as cli_main  # the heavy imports
+    from tokfst_cli.cli.app import main as cli_main  # deferred: the heavy imports, after the signal handlers
 
     cli_main()
 

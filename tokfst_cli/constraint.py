@@ -176,8 +176,8 @@ class FstDecoder(_Table):
 
     def __init__(self, fst: pynini.Fst, vocab_size: int, model: TokenizerModel | None = None,
                  arrays: FstArrays | None = None):
-        from tokfst_cli.decoding.index import by_label
-        from tokfst_cli.text.terminals import terminals_of
+        from tokfst_cli.decoding.index import by_label  # deferred: start-up: only this path needs it
+        from tokfst_cli.text.terminals import terminals_of  # deferred: start-up: only this path needs it
 
         terminals = terminals_of(fst.input_symbols(), vocab_size)
         if terminals and model is None:
@@ -223,7 +223,7 @@ def _index(data: bytes, source: str) -> IndexDecoder:
     decoder = IndexDecoder(index, arrays)
     if "max_tokens" not in index:
         return decoder
-    from tokfst_cli.filters import length
+    from tokfst_cli.filters import length  # deferred: start-up: only this path needs it
 
     a = arrays
     counted = length.CountedDecoder(decoder, index["max_tokens"], length.fewest(
@@ -253,6 +253,7 @@ def index_problem(index: dict) -> str | None:
 def _checked(index: dict) -> _IndexArrays | str:
     """The index's arrays after the version, checksum and structure checks, or what is wrong
     (in that order). The checksum is computed from the arrays when the structure allows it."""
+    # deferred: start-up: only this path needs it
     from tokfst_cli.decoding.index import COUNTED_VERSION, TERMINALS_VERSION, VERSION, checksum, checksum_of_arrays
 
     expected = COUNTED_VERSION if "max_tokens" in index else TERMINALS_VERSION if "terminals" in index else VERSION
@@ -396,10 +397,10 @@ def load(path: str, tokenizer: TokenizerModel | str | None = None) -> Decoder:
     fingerprint; the WordPiece factorized form and the lazy form (``promote --format lazy``:
     a ``lazy.LazyDecoder``) need it, the first to rebuild its tries, the second for its trie.
     """
-    from tokfst_cli.bpe import factorized as bpe_factorized
-    from tokfst_cli.maxmatch import factorized as mm_factorized
-    from tokfst_cli.promotion import byte_table
-    from tokfst_cli.tokenizer.model import load as load_tokenizer
+    from tokfst_cli.bpe import factorized as bpe_factorized  # deferred: start-up: only this path needs it
+    from tokfst_cli.maxmatch import factorized as mm_factorized  # deferred: start-up: only this path needs it
+    from tokfst_cli.promotion import byte_table  # deferred: start-up: only this path needs it
+    from tokfst_cli.tokenizer.model import load as load_tokenizer  # deferred: start-up: only this path needs it
 
     model = load_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer
     data = read_artifact(path)
@@ -412,11 +413,11 @@ def load(path: str, tokenizer: TokenizerModel | str | None = None) -> Decoder:
     if data.startswith(mm_factorized.MAGIC):
         return mm_factorized.from_bytes(data, model, path)
     if data.startswith(byte_table.MAGIC):
-        from tokfst_cli.promotion.lazy import from_artifact
+        from tokfst_cli.promotion.lazy import from_artifact  # deferred: start-up: only this path needs it
 
         return from_artifact(data, model, path)
     if data.startswith(_OPENFST_MAGIC):
-        from tokfst_cli.automata.fst_io import parse_fst
+        from tokfst_cli.automata.fst_io import parse_fst  # deferred: start-up: only this path needs it
 
         fst = parse_fst(data, path)  # the bytes already read: '-' (stdin) is read once
         _same_tokenizer(fst, model, path)
@@ -434,8 +435,8 @@ def lazy(tokenizer: TokenizerModel | str, pattern: str | None = None, *, schema:
     first use (``lazy.LazyDecoder``: no promotion); ``tokenizer`` a model, a path or a bundled
     name; ``filters=`` text-level ``Filters`` (``lazy.decoder``); ``promote --format lazy``
     writes the same decoder's artifact, which :func:`load` reads."""
-    from tokfst_cli.promotion import lazy as lazy_mod
-    from tokfst_cli.tokenizer.model import load as load_tokenizer
+    from tokfst_cli.promotion import lazy as lazy_mod  # deferred: start-up: only this path needs it
+    from tokfst_cli.tokenizer.model import load as load_tokenizer  # deferred: start-up: only this path needs it
 
     model = load_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer
     return lazy_mod.decoder(model, pattern, schema=schema, automaton=automaton, **schema_options)
@@ -444,6 +445,7 @@ def lazy(tokenizer: TokenizerModel | str, pattern: str | None = None, *, schema:
 def _same_tokenizer(fst: pynini.Fst, model: TokenizerModel | None, path: str) -> None:
     """Refuse an automaton whose token symbol table (``symbols.token_table_name``: it names the
     tokenizer's fingerprint) is another tokenizer's; one without tokfst's table cannot be told."""
+    # deferred: start-up: only this path needs it
     from tokfst_cli.automata.symbols import TOKEN_TABLE_PREFIX, token_table_name
 
     table = fst.input_symbols()
@@ -456,7 +458,7 @@ def _vocab_of(fst: pynini.Fst, path: str) -> int:
     table = fst.input_symbols()
     if table is None:
         raise InputError(f"{path} has no symbol table to size its vocabulary", "load it with its tokenizer")
-    from tokfst_cli.text.terminals import Terminal
+    from tokfst_cli.text.terminals import Terminal  # deferred: start-up: only this path needs it
 
     if Terminal.parse(table.find(table.num_symbols() - 1)) is not None:
         raise InputError(f"{path} has terminal labels, whose masks come from its tokenizer",

@@ -107,7 +107,7 @@ class Result:
 
     def index(self) -> dict:
         """The coalesced JSON index of the materialized acceptor (the structured-generation practical)."""
-        from tokfst_cli.decoding.index import build_index
+        from tokfst_cli.decoding.index import build_index  # deferred: start-up: only this path needs it
 
         fst = self.counted.fst if self.counted is not None else self.fst
         return build_index(fst, self.model, self.pattern, self.limits.max_states,
@@ -117,7 +117,7 @@ class Result:
 
     def decoder(self):
         """The per-step decoder (``initial``, ``mask``, ``advance``, ``is_final``)."""
-        from tokfst_cli.constraint import FstDecoder
+        from tokfst_cli.constraint import FstDecoder  # deferred: start-up: only this path needs it
 
         if not self.materialized:
             live = getattr(self.lazy, "live", None)  # factorized BPE: its units' live tokens made now
@@ -136,7 +136,7 @@ class Result:
 def accept(pattern: str, limits: Limits = Limits(), model: TokenizerModel | None = None) -> ByteAutomaton:
     """A: the regex's minimal deterministic byte acceptor (Cognetta & Okazaki 2024 Sec. 5). With ``model``, the
     next stage is A o T over its lexicon, whose size bound may refuse a long repetition first."""
-    from tokfst_cli.promotion.promote import chain_bound
+    from tokfst_cli.promotion.promote import chain_bound  # deferred: start-up: only this path needs it
 
     check = chain_bound(model, limits.max_states) if model is not None else None
     return compile_regex(pattern, max_states=limits.max_states, chain_check=check)
@@ -146,13 +146,13 @@ def preprocess(model: TokenizerModel, automaton: ByteAutomaton, canonical: bool 
                limits: Limits = Limits(), level: str = "pipeline", cache: bool = True) -> pynini.Fst:
     """P: the text as the model sees it (Pitfalls 2025 Sec. 3.1); see the module docstring."""
     if canonical and model.family == "wordpiece":
-        from tokfst_cli.maxmatch.wordtext import text_automaton
-        from tokfst_cli.pretok import added
+        from tokfst_cli.maxmatch.wordtext import text_automaton  # deferred: start-up: only this path needs it
+        from tokfst_cli.pretok import added  # deferred: start-up: only this path needs it
 
         added.check_wordpiece(model, automaton.fst)
         return text_automaton(model, automaton.fst, limits.max_states)
     if canonical and level == "pipeline":
-        from tokfst_cli.pretok import added, build, image
+        from tokfst_cli.pretok import added, build, image  # deferred: start-up: only this path needs it
 
         p = image.for_model(model, cache)
         added.check(model, automaton.fst, build.normalizer(model.normalizer) if added.contents(model, True) else None)
@@ -216,7 +216,7 @@ def _materialized_or_factorized(result: Result, materialize: Callable[[], pynini
 
 def _factorized_pair(decoder, pattern: str) -> tuple[Any, Callable[[], bytes]]:
     """A factorized BPE decoder and its artifact's serializer."""
-    from tokfst_cli.bpe import factorized
+    from tokfst_cli.bpe import factorized  # deferred: start-up: only this path needs it
 
     return decoder, lambda: factorized.to_bytes(decoder, pattern)
 
@@ -229,10 +229,10 @@ def canonicalize_bpe(model: TokenizerModel, automaton: ByteAutomaton, agnostic: 
     ``level="pipeline"``: ``agnostic`` is S_M over pre-tokenized text; A_BPE restarts at every
     boundary (``bpe.pretokenized``). ``count`` (``max_tokens`` N): a factorized form is made
     within N tokens (``bpe.counted``); a materialized one is not (the caller counts it)."""
-    from tokfst_cli.bpe import counted, implicit, product
+    from tokfst_cli.bpe import counted, implicit, product  # deferred: start-up: only this path needs it
 
     if method == "gadgets":
-        from tokfst_cli.bpe.gadgets import promote_gadgets
+        from tokfst_cli.bpe.gadgets import promote_gadgets  # deferred: start-up: only this path needs it
 
         result.fst = promote_gadgets(automaton, model)
         return result
@@ -240,7 +240,7 @@ def canonicalize_bpe(model: TokenizerModel, automaton: ByteAutomaton, agnostic: 
     if level == "pipeline":
         return _canonicalize_pretokenized(model, agnostic, imp, method, limits, factorized_ok, result, count)
     if method == "precomputed":
-        from tokfst_cli.bpe.explicit import explicit_automaton, intersect
+        from tokfst_cli.bpe.explicit import explicit_automaton, intersect  # deferred: start-up: only this path needs it
 
         result.fst = intersect(agnostic, explicit_automaton(imp, model, max_arcs=limits.max_arcs))
         return result
@@ -252,12 +252,13 @@ def canonicalize_bpe(model: TokenizerModel, automaton: ByteAutomaton, agnostic: 
 
 def _canonicalize_pretokenized(model: TokenizerModel, marked: pynini.Fst, imp, method: str, limits: Limits,
                                factorized_ok: bool, result: Result, count: int | None = None) -> Result:
-    from tokfst_cli.automata.symbols import token_table
-    from tokfst_cli.bpe import pretokenized
-    from tokfst_cli.promotion.lexicon import marker_label
+    from tokfst_cli.automata.symbols import token_table  # deferred: start-up: only this path needs it
+    from tokfst_cli.bpe import pretokenized  # deferred: start-up: only this path needs it
+    from tokfst_cli.promotion.lexicon import marker_label  # deferred: start-up: only this path needs it
 
     marker = marker_label(model)
     if method == "precomputed":
+        # deferred: start-up: only this path needs it
         from tokfst_cli.bpe.explicit import explicit_automaton, intersect_marked
 
         if imp.derived.get("replaced"):
@@ -278,8 +279,8 @@ def _canonicalize_pretokenized(model: TokenizerModel, marked: pynini.Fst, imp, m
 def canonicalize_maxmatch(model: TokenizerModel, automaton: ByteAutomaton, text: pynini.Fst, method: str,
                           limits: Limits, artifact: str | None, factorized_ok: bool, result: Result) -> Result:
     """S + C for WordPiece (Cognetta & Okazaki 2024 Sec. 6.2): the greedy product, or MIN(PROJ(X o T_Aho))."""
-    from tokfst_cli.maxmatch import composition, factorized, product
-    from tokfst_cli.maxmatch.wordtext import longest_word
+    from tokfst_cli.maxmatch import composition, factorized, product  # deferred: start-up: only this path needs it
+    from tokfst_cli.maxmatch.wordtext import longest_word  # deferred: start-up: only this path needs it
 
     machine = product.machine_of_text(model, text)
     if method == "aho":
@@ -299,7 +300,7 @@ def canonicalize_maxmatch(model: TokenizerModel, automaton: ByteAutomaton, text:
             lambda: (machine, lambda: factorized.to_bytes(machine, model, result.pattern)), factorized_ok,
             lambda: product.exceeds(machine, limits.max_states, limits.max_arcs))
     if result.fst is not None:
-        from tokfst_cli.automata.symbols import token_table
+        from tokfst_cli.automata.symbols import token_table  # deferred: start-up: only this path needs it
 
         table = token_table(model)
         result.fst.set_input_symbols(table)
@@ -329,7 +330,7 @@ def _honours_cache(fn: Callable[..., Result]) -> Callable[..., Result]:
     canonical artifacts), not only what takes the flag."""
     @functools.wraps(fn)
     def wrapper(*args: Any, cache: bool = True, **options: Any) -> Result:
-        from tokfst_cli.support import cache as cache_mod
+        from tokfst_cli.support import cache as cache_mod  # deferred: start-up: only this path needs it
 
         with cache_mod.bypassed(not cache):
             return fn(*args, cache=cache, **options)
@@ -381,6 +382,7 @@ def build(model: TokenizerModel, pattern: str, *, canonical: bool = False, metho
             promoted = _promote(model, ByteAutomaton(text, pattern), limits, lex, cache, marked, terminals)
             agnostic, result.terminals, arrays = promoted.fst, promoted.terminals, promoted.arrays
             if others.token_level() and method != "gadgets":
+                # deferred: start-up: only this path needs it
                 from tokfst_cli.filters.compose import apply_tokens_arrays
 
                 agnostic, arrays = apply_tokens_arrays(model, agnostic, others, _marker(model, marked),
@@ -399,7 +401,7 @@ def build(model: TokenizerModel, pattern: str, *, canonical: bool = False, metho
         with stage("the token-count filter (max_tokens)"):
             _count_tokens(result, filters)
     if prompt is not None:
-        from tokfst_cli.decoding import healing
+        from tokfst_cli.decoding import healing  # deferred: start-up: only this path needs it
 
         with stage("token healing at the prompt's end"):
             result.healing = healing.settle(result, prompt)
@@ -409,7 +411,7 @@ def build(model: TokenizerModel, pattern: str, *, canonical: bool = False, metho
 
 def _refuse_token_groups(a: ByteAutomaton, what: str) -> None:
     """Token-level groups ((?P<TEXT_TOKEN>)) are single tokens, not text: agnostic promotion only."""
-    from tokfst_cli.text.terminals import placeholder_kinds
+    from tokfst_cli.text.terminals import placeholder_kinds  # deferred: start-up: only this path needs it
 
     kinds = placeholder_kinds(a.fst)
     if kinds:
@@ -422,18 +424,18 @@ def _text_filters(model: TokenizerModel, a: ByteAutomaton, filters: Filters, pro
     """A restricted by the text-level filters, then the prompt's text before it."""
     fst = a.fst
     if filters.text_level():
-        from tokfst_cli.filters.compose import apply_text
+        from tokfst_cli.filters.compose import apply_text  # deferred: start-up: only this path needs it
 
         fst = apply_text(model, fst, filters)
     if prompt is not None:
-        from tokfst_cli.decoding import healing
+        from tokfst_cli.decoding import healing  # deferred: start-up: only this path needs it
 
         fst = healing.prefixed(model, fst, prompt)
     return a if fst is a.fst else ByteAutomaton(fst, a.pattern)
 
 
 def _marker(model: TokenizerModel, marked: bool) -> int | None:
-    from tokfst_cli.promotion.lexicon import marker_label
+    from tokfst_cli.promotion.lexicon import marker_label  # deferred: start-up: only this path needs it
 
     return marker_label(model) if marked else None
 
@@ -464,7 +466,7 @@ def _canonical_counted(model: TokenizerModel, a: ByteAutomaton, agnostic: pynini
         return True
     except LimitError:
         result.lazy = result.serialize = result.overflow = None
-    from tokfst_cli.filters.compose import apply_tokens
+    from tokfst_cli.filters.compose import apply_tokens  # deferred: start-up: only this path needs it
 
     counted = apply_tokens(model, agnostic, Filters(max_tokens=filters.max_tokens), _marker(model, marked),
                            max_states=limits.max_states)
@@ -476,7 +478,7 @@ def _count_tokens(result: Result, filters: Filters) -> None:
     """max_tokens on a materialized result (C(S ∩ F_N) = C(S) ∩ F_N), kept as itself and N
     (``filters.length.Counted``: no product unless its fst is asked for); a factorized
     (WordPiece) one is refused by name."""
-    from tokfst_cli.filters import length
+    from tokfst_cli.filters import length  # deferred: start-up: only this path needs it
 
     if result._fst is None:
         _refuse_factorized(filters)
@@ -489,7 +491,7 @@ def _count_tokens(result: Result, filters: Filters) -> None:
 
 def _no_sequence(filters: Filters) -> Exception:
     """No token sequence passes the token filters (the text filters are named where they act)."""
-    from tokfst_cli.filters import tokens
+    from tokfst_cli.filters import tokens  # deferred: start-up: only this path needs it
 
     return tokens.no_sequence([n for n in filters.names() if n not in ("scripts", "ascii", "nfc")])
 
@@ -511,6 +513,6 @@ def _token_filters_after(model: TokenizerModel, result: Result, filters: Filters
     filters = replace(filters, max_tokens=None)
     if not filters.token_level():
         return
-    from tokfst_cli.filters.compose import apply_tokens
+    from tokfst_cli.filters.compose import apply_tokens  # deferred: start-up: only this path needs it
 
     result.fst = apply_tokens(model, result.fst, filters, max_states=result.limits.max_states)

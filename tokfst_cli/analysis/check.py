@@ -145,7 +145,7 @@ class TextEncoder:
     (pipeline level: ``encode(line, add_special_tokens=False)`` of the whole tokenizer)."""
 
     def __init__(self, ref: HfReference, level: str = "pipeline") -> None:
-        from tokenizers import Tokenizer
+        from tokenizers import Tokenizer  # deferred: HF's tokenizers only where the oracle is asked (start-up)
 
         self.ref = ref
         model = ref.model
@@ -311,9 +311,9 @@ class BpeVerdicts:
 
 def text_checker(model: TokenizerModel, imp):
     """The pipeline-level checker: R = P's image as a table, tokens' model texts, added tokens."""
-    from tokfst_cli.automata.symbols import MARKER
-    from tokfst_cli.bpe.pretokenized_check import TextChecker
-    from tokfst_cli.pretok import added, image
+    from tokfst_cli.automata.symbols import MARKER  # deferred: start-up: only this path needs it
+    from tokfst_cli.bpe.pretokenized_check import TextChecker  # deferred: start-up: only this path needs it
+    from tokfst_cli.pretok import added, image  # deferred: start-up: only this path needs it
 
     delta, final = image.table(image.language(None, image.for_model(model)))
     texts: list[bytes | None] = [None] * model.vocab_size
@@ -353,12 +353,12 @@ class Checker:
         """The sequence checker, built on first use (after the first chunk is parsed)."""
         if self._verdicts is None:
             if self.model.family == "wordpiece":
-                from tokfst_cli.maxmatch import product
-                from tokfst_cli.pretok import added
+                from tokfst_cli.maxmatch import product  # deferred: start-up: only this path needs it
+                from tokfst_cli.pretok import added  # deferred: start-up: only this path needs it
 
                 self._verdicts = MaxMatchVerdicts(product.checker(self.model), *added.splitting(self.model))
             else:
-                from tokfst_cli.bpe import implicit
+                from tokfst_cli.bpe import implicit  # deferred: start-up: only this path needs it
 
                 imp = implicit.load_or_compile(self.model, self.artifact)
                 self._verdicts = BpeVerdicts(imp) if self.level == "model" else text_checker(self.model, imp)

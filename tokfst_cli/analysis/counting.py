@@ -321,8 +321,8 @@ def explore(decoder, max_arcs: int = MAX_ARCS) -> pynini.Fst:
     bulk; a factorized form, or one with terminal labels (each becomes its tokens' arcs), is
     expanded through ``mask``/``advance`` (its states are hashable), at most ``max_arcs`` arcs
     (else LimitError)."""
-    from tokfst_cli.constraint import FstDecoder, IndexDecoder
-    from tokfst_cli.filters.length import CountedDecoder
+    from tokfst_cli.constraint import FstDecoder, IndexDecoder  # deferred: start-up: only this path needs it
+    from tokfst_cli.filters.length import CountedDecoder  # deferred: start-up: only this path needs it
 
     if getattr(decoder, "terminals", None):
         pass

@@ -85,8 +85,8 @@ def agnostic_preprocessed(model: TokenizerModel, automaton: ByteAutomaton,
                           limits: pipeline.Limits = pipeline.Limits(), filters: Filters = NO_FILTERS) -> pynini.Fst:
     """A -> P -> S without C: S_M over the pre-tokenized text, its boundary label erased, made
     deterministic and minimal (see the module docstring); ``filters`` as ``pipeline.build`` applies them."""
-    from tokfst_cli.filters.compose import apply_text, apply_tokens
-    from tokfst_cli.promotion.lexicon import marker_label
+    from tokfst_cli.filters.compose import apply_text, apply_tokens  # deferred: start-up: only this path needs it
+    from tokfst_cli.promotion.lexicon import marker_label  # deferred: start-up: only this path needs it
 
     if filters.text_level():
         automaton = ByteAutomaton(apply_text(model, automaton.fst, filters), automaton.pattern)
@@ -241,7 +241,7 @@ def automata(model: TokenizerModel, pattern: str, limits: pipeline.Limits = pipe
     canonical = pipeline.build(model, pattern, canonical=True, level="pipeline", limits=limits, automaton=a,
                                filters=filters)
     if filters.text_level():  # once for the agnostic automaton and the samples (only text-level ones here)
-        from tokfst_cli.filters.compose import apply_text
+        from tokfst_cli.filters.compose import apply_text  # deferred: start-up: only this path needs it
 
         a = ByteAutomaton(apply_text(model, a.fst, filters), a.pattern)
     agnostic = agnostic_preprocessed(model, a, limits)
@@ -252,7 +252,7 @@ def survey(model: TokenizerModel, a: ByteAutomaton, built: dict, samples: int = 
            max_len: int | None = None) -> Inspection:
     """Draw ``samples`` texts of A uniformly, encode them with HF, walk both automata (Pitfalls 2025
     Table 2's skip rate, without a model)."""
-    from tokfst_cli.tokenizer.reference import HfReference
+    from tokfst_cli.tokenizer.reference import HfReference  # deferred: start-up: only this path needs it
 
     texts, total, bound = draw_texts(a, samples, seed, max_len)
     ids = [e.ids for e in HfReference(model, "pipeline").hf.encode_batch(texts, add_special_tokens=False)]

@@ -35,6 +35,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from tokfst_cli.decoding.logits import _require
 from tokfst_cli.errors import InputError, LimitError
 
 LogProb = Callable[[list[int]], np.ndarray]
@@ -167,8 +168,6 @@ class LM:
     (``score``) or walks (``walks``) per forward pass. ``calls`` counts forward passes."""
 
     def __init__(self, model, prompt_ids: list[int], batch: int = 32):
-        from tokfst_cli.decoding.logits import _require
-
         self.torch = _require()[0]
         if not len(prompt_ids):
             raise InputError("the prompt is empty", "give at least one token (e.g. BOS)", hint="marginal-prompt")

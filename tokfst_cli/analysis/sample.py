@@ -83,7 +83,7 @@ class UniformStrings:
 
     def __init__(self, decoder, model, max_len: int | None = None, max_arcs: int = counting.MAX_ARCS,
                  max_states: int = 1_000_000):
-        from tokfst_cli.promotion.lexicon import lexicon
+        from tokfst_cli.promotion.lexicon import lexicon  # deferred: start-up: only this path needs it
 
         self.spelled = counting.spelling(counting.explore(decoder, max_arcs), lexicon(model))
         strings = counting.surface(self.spelled, max_states)
@@ -112,7 +112,7 @@ class Walk:
     uniform = False
 
     def __init__(self, decoder, max_tokens: int = MAX_TOKENS):
-        from tokfst_cli.analysis.steering import steering
+        from tokfst_cli.analysis.steering import steering  # deferred: start-up: only this path needs it
 
         self.decoder, self.max_tokens = decoder, max_tokens
         self.closer = steering(decoder)
@@ -182,7 +182,7 @@ def sample(decoder, n: int, max_tokens: int = MAX_TOKENS, seed: int | None = Non
 
 def names(model, ids: list[int]) -> list[str]:
     """Token names as fstprint shows them (``symbols.escape``; canonical-check --input tokens reads them)."""
-    from tokfst_cli.automata.symbols import escape
+    from tokfst_cli.automata.symbols import escape  # deferred: start-up: only this path needs it
 
     return [escape(model.tokens[i]) for i in ids]
 
@@ -194,7 +194,7 @@ def record(model, ids: list[int], decode: Callable[[list[int]], str]) -> dict:
 
 def hf_decoder(model) -> Callable[[list[int]], str]:
     """Hugging Face's ``decode`` of the model's tokenizer.json (special tokens kept)."""
-    from tokfst_cli.tokenizer.reference import HfReference
+    from tokfst_cli.tokenizer.reference import HfReference  # deferred: start-up: only this path needs it
 
     hf = HfReference(model, "pipeline").hf
     return lambda ids: hf.decode(ids, skip_special_tokens=False)

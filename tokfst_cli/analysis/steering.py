@@ -110,8 +110,8 @@ def byte_steering(dec) -> Closer:
 
 def steering(decoder) -> Closer:
     """The closer of any decoder of ``constraint.load``."""
-    from tokfst_cli.bpe.counted import CountedFactorized
-    from tokfst_cli.promotion.lazy import LazyDecoder
+    from tokfst_cli.bpe.counted import CountedFactorized  # deferred: start-up: only this path needs it
+    from tokfst_cli.promotion.lazy import LazyDecoder  # deferred: start-up: only this path needs it
 
     if isinstance(decoder, LazyDecoder):
         return byte_steering(decoder)

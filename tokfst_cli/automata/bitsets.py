@@ -43,7 +43,7 @@ def kernels():
     in a process that makes masks."""
     global _KERNELS
     if _KERNELS is None:
-        from tokfst_cli.automata import bitset_kernels
+        from tokfst_cli.automata import bitset_kernels  # deferred: loads numba
 
         _KERNELS = bitset_kernels
     return _KERNELS

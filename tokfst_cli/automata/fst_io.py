@@ -13,6 +13,7 @@ from pathlib import Path
 import pynini
 
 from tokfst_cli.errors import InputError
+from tokfst_cli.support import cache
 from tokfst_cli.support.cache import cache_dir
 from tokfst_cli.support.files import FORMAT_VERSION, quiet_native_stderr, read_input, seal, unseal, write_bytes
 
@@ -168,8 +169,6 @@ def cached_fst(name: str, build: Callable[[], pynini.Fst]) -> pynini.Fst:
     file's identity (path, inode, size, mtime): a process that builds many constraints reads T
     once (GPT-2's: 80 ms), and an entry replaced, damaged or cleared on disk is read again. The
     caller gets a copy (OpenFst's copy-on-write: 1 µs), so mutating it leaves the memo intact."""
-    from tokfst_cli.support import cache
-
     path = cache_dir() / f"v{FORMAT_VERSION}-{name}.fst"
     key = cache.identity(path)
     if key in _LOADED:

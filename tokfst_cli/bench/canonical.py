@@ -26,7 +26,15 @@ import numpy as np
 
 from tokfst_cli.bench import common
 from tokfst_cli.bench.common import Results, Table
-from tokfst_cli.pipeline import Limits
+from tokfst_cli.bpe import implicit
+from tokfst_cli.bpe.counted import factorize
+from tokfst_cli.bpe.liveness import compute
+from tokfst_cli.bpe.product import materialize
+from tokfst_cli.errors import LimitError, TokfstError
+from tokfst_cli.pipeline import Limits, accept, build, promote
+from tokfst_cli.pretok import image
+from tokfst_cli.promotion import lexicon
+from tokfst_cli.promotion.promote import count_arcs
 
 PAIRS = 100_000
 MASK_LOOKUPS = 200
@@ -35,9 +43,8 @@ MAX_ARCS = Limits().max_arcs
 
 def tokenizer_row(name: str, path: str, repeat: int, res: Results):
     """The tokenizer table's row and the loaded implicit A_BPE."""
-    from tokenizers import Tokenizer
+    from tokenizers import Tokenizer  # deferred: HF's tokenizers only where the oracle is asked (start-up)
 
-    from tokfst_cli.bpe import implicit
 
     model = common.load_bpe(path)
     compile_cell, imp = common.measure(repeat, lambda: implicit.compile_implicit(model))
@@ -46,7 +53,6 @@ def tokenizer_row(name: str, path: str, repeat: int, res: Results):
     imp._rows(), imp.classes(), imp._lpos()  # the lazily derived tables, as a first use builds them
     row = {"tokenizer": name, "vocab": model.vocab_size, "compile": compile_cell, "artifact_bytes": len(data),
            "load": load_cell, "states": imp.info()["states"]}
-    from tokfst_cli.pretok import image
 
     row["p_build"], _ = common.measure(repeat, lambda: image.for_model(model, cache=False))
     hf = Tokenizer.from_file(path)
@@ -72,11 +78,6 @@ def tokenizer_row(name: str, path: str, repeat: int, res: Results):
 
 
 def regex_row(name: str, rname: str, pattern: str, model, lex, imp, repeat: int, res: Results) -> dict:
-    from tokfst_cli.bpe.counted import factorize
-    from tokfst_cli.bpe.product import materialize
-    from tokfst_cli.errors import LimitError
-    from tokfst_cli.pipeline import accept, promote
-    from tokfst_cli.promotion.promote import count_arcs
 
     automaton = accept(pattern)
     row = {"tokenizer": name, "regex": rname}
@@ -97,7 +98,6 @@ def regex_row(name: str, rname: str, pattern: str, model, lex, imp, repeat: int,
         state = fz.advance(state, int(rng.choice(allowed)))
     cell, _ = common.measure(repeat, lambda: [fz.mask(state) for _ in range(MASK_LOOKUPS)], warmup=True)
     row["mask"] = common.per_unit(cell, MASK_LOOKUPS)
-    from tokfst_cli.pipeline import build
 
     for level in ("model", "pipeline"):
         row[level], got = common.measure(repeat, lambda: build(model, pattern, canonical=True, level=level),
@@ -110,8 +110,6 @@ def regex_row(name: str, rname: str, pattern: str, model, lex, imp, repeat: int,
 def live_row(row: dict, model, pattern: str, fz, repeat: int) -> None:
     """Co-reachability (``bpe.liveness``) of the model-level and pipeline-level factorized
     products, against the agnostic promotion (the issue's bound: no slower)."""
-    from tokfst_cli.bpe.liveness import compute
-    from tokfst_cli.pipeline import Limits, build
 
     row["live_model"], _ = common.measure(repeat, lambda: compute(fz.word, fz.arcs3, fz.finals, fz.start))
     pipe = build(model, pattern, canonical=True, limits=Limits(max_arcs=0)).decoder()
@@ -123,8 +121,6 @@ def live_row(row: dict, model, pattern: str, fz, repeat: int) -> None:
 def canonical_table(tokenizers: list[tuple[str, str, bool]], regexes: dict[str, str], repeat: int,
                     progress) -> Results:
     """``tokenizers``: (name, path, trained) triples of BPE tokenizers."""
-    from tokfst_cli.errors import TokfstError
-    from tokfst_cli.promotion import lexicon
 
     res = Results()
     toks = Table(

@@ -34,6 +34,10 @@ import tempfile
 
 from tokfst_cli.bench import common
 from tokfst_cli.bench.common import Results, Table
+from tokfst_cli.errors import LimitError
+from tokfst_cli.maxmatch import product
+from tokfst_cli.pipeline import Limits, accept, build, preprocess
+from tokfst_cli.text.catalogue import words100
 
 REGEXES = {"words4": r"[a-z]+( [a-z]+){0,3}", "two words": r"[a-z]+ [a-z]+"}
 EXTRA = ["naïve", "café", "Zürich", "中文", "☃", "déjà", "vu", "2024", "3.14", "e-mail", "don't", "C++",
@@ -46,8 +50,6 @@ HF_COLD = ("import sys\nfrom tokenizers import Tokenizer\nt = Tokenizer.from_fil
 
 def sample_lines(n: int, seed: int = 0, width: int = 80) -> list[str]:
     """n lines of generated text, about ``width`` characters each (deterministic)."""
-    from tokfst_cli.text.catalogue import words100
-
     rng = random.Random(seed)
     common_words = words100()
     letters = "abcdefghijklmnopqrstuvwxyz"
@@ -124,7 +126,7 @@ def cold(n: int, cmd: list[str], cwd: str) -> tuple[dict, int]:
 
 def throughput_row(name: str, path: str, data: str, empty: str, nlines: int, repeat: int, d: str,
                    res: Results) -> dict:
-    from tokenizers import Tokenizer
+    from tokenizers import Tokenizer  # deferred: HF's tokenizers only where the oracle is asked (start-up)
 
     check = common.tokfst_command() + ["canonical-check", os.path.abspath(path), "--input", "text"]
     run_child(check + [data], d)  # warm the cache (implicit A_BPE, all-text X)
@@ -161,9 +163,6 @@ def rss_rows(name: str, path: str, lines: list[str], sizes: list[int], d: str) -
 
 
 def promote_rows(name: str, path: str, regexes: dict[str, str], repeat: int, d: str) -> list[dict]:
-    from tokfst_cli.errors import LimitError
-    from tokfst_cli.maxmatch import product
-    from tokfst_cli.pipeline import Limits, accept, build, preprocess
 
     model = common.load_model(path, None)
     limits = Limits()

@@ -25,7 +25,10 @@ import gc
 import importlib.metadata
 import os
 import platform
+import shlex
+import shutil
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -35,7 +38,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from tokfst_cli.errors import InputError
 from tokfst_cli.support.meta import __version__
+from tokfst_cli.tokenizer import model as tokmod
 
 FORMAT = "tokfst-bench"
 VERSION = 1
@@ -77,6 +82,22 @@ def machine_facts() -> dict[str, Any]:
     }
 
 
+def commit() -> str | None:
+    """The git commit of the tokfst checkout that runs (``+dirty`` with uncommitted changes), or None
+    for an installed package: a results page names the code it measured."""
+    root = Path(__file__).resolve().parents[2]
+    if not (root / ".git").exists():
+        return None
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                              text=True, timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head + ("+dirty" if dirty else "")
+
+
 def versions() -> dict[str, str]:
     return {d: version_of(d) for d in DISTRIBUTIONS}
 
@@ -98,8 +119,6 @@ FAMILIES = {"bpe": ("BPE", "canonical BPE"), "wordpiece": ("WordPiece", "canonic
 def load_model(path: str, family: str | None = "bpe"):
     """The TokenizerModel of a tokenizer.json, parsed once per run however many tables use it;
     a one-line InputError when a mode needs another family (``family`` None: any)."""
-    from tokfst_cli.errors import InputError
-    from tokfst_cli.tokenizer import model as tokmod
 
     model = tokmod.load(path)
     if family is not None and model.family != family:
@@ -174,8 +193,6 @@ def ratio(num: dict | None, den: dict | None) -> float | None:
 
 def tokfst_command() -> list[str]:
     """The ``tokfst`` console script beside this interpreter (else on PATH, else ``python -m``)."""
-    import shutil
-
     exe = Path(sys.executable).with_name("tokfst")
     if exe.exists():
         return [str(exe)]
@@ -185,8 +202,6 @@ def tokfst_command() -> list[str]:
 
 def run_cold(cmd: list[str], env: dict[str, str], cwd: str) -> float:
     """Wall time of one whole process; RuntimeError (with its stderr) if it fails."""
-    import subprocess
-
     t = time.perf_counter()
     p = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True)
     wall = time.perf_counter() - t
@@ -260,14 +275,12 @@ def document(mode: str, settings: dict, results: Results, started: float, machin
         "mode": mode, "command": command_line(),
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "elapsed_s": round(time.time() - started, 3),
-        "machine": machine, "versions": versions(), "settings": settings,
+        "machine": machine, "versions": versions(), "commit": commit(), "settings": settings,
         "tables": [t.to_json() for t in results.tables], "checks": results.checks,
     }
 
 
 def command_line() -> str:
-    import shlex
-
     argv = list(sys.argv)
     argv[0] = "tokfst" if Path(argv[0]).name in ("tokfst", "__main__.py") else argv[0]
     return " ".join(shlex.quote(a) for a in argv)

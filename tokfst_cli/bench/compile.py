@@ -20,16 +20,16 @@ import tempfile
 import time
 
 from tokfst_cli.bench import common
+from tokfst_cli.bench.check import run_child
 from tokfst_cli.bench.common import Results, Table
+from tokfst_cli.bpe import implicit
+from tokfst_cli.tokenizer import model as tokmod
 
 TARGETS = {"time": 10.0, "rss": 1 << 30, "bytes": 8 << 20}
 STAGES = ("load", "merges", "traces", "rectangles", "out_of_order", "rows", "artifact")
 
 
 def tokenizer_row(name: str, path: str, runs: int, d: str) -> tuple[dict, dict]:
-    from tokfst_cli.bench.check import run_child
-    from tokfst_cli.bpe import implicit
-    from tokfst_cli.tokenizer import model as tokmod
 
     out = os.path.join(d, "out.bpe")
     walls, rss = [], 0

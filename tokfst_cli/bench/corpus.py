@@ -79,7 +79,7 @@ def load_corpus(path: str | None) -> Corpus:
 
 # ---- trained tokenizers ----------------------------------------------------------------------
 def tokenizers_version() -> str:
-    import tokenizers
+    import tokenizers  # deferred: HF's tokenizers only where the oracle is asked (start-up)
 
     return tokenizers.__version__
 
@@ -93,6 +93,7 @@ def train(corpus: Corpus, vocab_size: int) -> tuple[Path, bool]:
     path = trained_path(corpus, vocab_size)
     if path.exists():
         return path, False
+    # deferred: HF's tokenizers only where the oracle is asked (start-up)
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tok = Tokenizer(models.BPE())

@@ -26,14 +26,22 @@ set and is never called.
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
 from tokfst_cli.automata.bitsets import words_for
+from tokfst_cli.bench.common import timed
+from tokfst_cli.bench.peers import outlines_vocabulary
+from tokfst_cli.bpe import factorized
+from tokfst_cli.constraint import IndexDecoder
 from tokfst_cli.decoding.matcher import pack
 from tokfst_cli.errors import DisallowedTokenError
+from tokfst_cli.pipeline import Limits, build
+from tokfst_cli.promotion.lazy import LazyDecoder
+from tokfst_cli.text.regex import compile_regex
 from tokfst_cli.tokenizer.model import TokenizerModel
 
 MISSING = "not installed (pip install 'tokfst[bench]')"
@@ -118,15 +126,11 @@ class TokfstIndex(Engine):
         self.name = MATERIALIZED if canonical else INDEX
 
     def compile(self, pattern: str) -> dict:
-        from tokfst_cli.pipeline import build
-
         if self.canonical:
             return build(self.model, pattern, canonical=True, factorized_ok=False).index()
         return build(self.model, pattern, lexicon=self.lexicon).index()
 
     def session(self, compiled: dict) -> Session:
-        from tokfst_cli.constraint import IndexDecoder
-
         return decoder_session(IndexDecoder(compiled))
 
 
@@ -140,16 +144,12 @@ class TokfstLazy(Engine):
         self.model = model
 
     def compile(self, pattern: str):
-        from tokfst_cli.promotion.lazy import LazyDecoder
-        from tokfst_cli.text.regex import compile_regex
 
         a = compile_regex(pattern)
         LazyDecoder(self.model, a)  # refusals now (a tokenizer that lacks bytes), and T's layout made once
         return a
 
     def session(self, compiled) -> Session:
-        from tokfst_cli.promotion.lazy import LazyDecoder
-
         return decoder_session(LazyDecoder(self.model, compiled))
 
 
@@ -162,20 +162,14 @@ class TokfstFactorized(Engine):
         self.model = model
 
     def compile(self, pattern: str) -> bytes:
-        from tokfst_cli.pipeline import Limits, build
-
         return build(self.model, pattern, canonical=True, limits=Limits(max_arcs=1)).to_bytes()
 
     def session(self, compiled: bytes) -> Session:
-        from tokfst_cli.bpe import factorized
-
         return decoder_session(factorized.from_bytes(compiled, self.model), words_for(self.model.vocab_size))
 
 
 # ---- peers --------------------------------------------------------------------------------------
 def _module(name: str):
-    import importlib
-
     try:
         return importlib.import_module(name)
     except ImportError:
@@ -195,8 +189,6 @@ class Outlines(Engine):
     name = OUTLINES
 
     def __init__(self, model: TokenizerModel, path: str):
-        from tokfst_cli.bench.peers import outlines_vocabulary
-
         mods = self.modules("outlines_core")
         if mods is None:
             return
@@ -285,8 +277,6 @@ class XGrammar(Engine):
 def engines(model: TokenizerModel, path: str, lexicon, on_setup: Callable[[str, float], None]) -> list[Engine]:
     """tokfst's four engines and the three peers for one tokenizer; ``on_setup(name, seconds)``
     reports each peer's tokenizer set-up time (done once, outside the per-step timing)."""
-    from tokfst_cli.bench.common import timed
-
     out: list[Engine] = [TokfstIndex(model, lexicon), TokfstLazy(model), TokfstIndex(model, lexicon, canonical=True),
                          TokfstFactorized(model)]
     for cls in (Outlines, LLGuidance, XGrammar):

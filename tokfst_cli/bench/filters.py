@@ -22,7 +22,10 @@ import pynini
 
 from tokfst_cli.bench import common
 from tokfst_cli.bench.common import Results, Table
+from tokfst_cli.errors import TokfstError
 from tokfst_cli.filters.compose import Filters
+from tokfst_cli.pipeline import build
+from tokfst_cli.tokenizer import model as tokmod
 
 SLACK = 8  # max_tokens: the regex's fewest tokens + SLACK (a bound that binds without emptying)
 FILTERS = {
@@ -54,9 +57,6 @@ def _size(result) -> int | None:
 def run(models: list, patterns: dict[str, str], repeat: int, progress=lambda message: None) -> list[dict]:
     """One row per tokenizer, regex, promotion and filter. ``models``: TokenizerModels, or paths or
     bundled names of tokenizer.json files."""
-    from tokfst_cli.errors import TokfstError
-    from tokfst_cli.pipeline import build
-    from tokfst_cli.tokenizer import model as tokmod
 
     rows = []
     for model in models:

@@ -16,16 +16,16 @@ import os
 import subprocess
 import tempfile
 
+from tokfst_cli.analysis import inspection
 from tokfst_cli.bench import common
 from tokfst_cli.bench.common import Results, Table
+from tokfst_cli.errors import TokfstError
 
 SAMPLES = 1000
 GOAL_S = 2.0  # the goal: inspect over 1,000 samples of the Pokedex automaton
 
 
 def inspect_row(name: str, path: str, rname: str, pattern: str, repeat: int, env: dict, res: Results) -> dict:
-    from tokfst_cli.analysis import inspection
-
     model = common.load_model(path, "bpe")
     row = {"tokenizer": name, "regex": rname}
     row["build"], (a, built) = common.measure(repeat, lambda: inspection.automata(model, pattern), warmup=True)
@@ -52,8 +52,6 @@ def inspect_row(name: str, path: str, rname: str, pattern: str, repeat: int, env
 
 def inspect_table(tokenizers: list[tuple[str, str, bool]], regexes: dict[str, str], repeat: int,
                   progress) -> Results:
-    from tokfst_cli.errors import TokfstError
-
     res = Results()
     table = Table(
         "inspect", f"inspect: skip rates on {SAMPLES} uniform samples (Pitfalls 2025 Table 2, no model)", repeat,

@@ -18,9 +18,15 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable
 
+from tokfst_cli import pipeline
 from tokfst_cli.bench import common
 from tokfst_cli.bench.common import Results, Table
+from tokfst_cli.decoding.logits import ConstraintLogitsProcessor, generate, tiny_model
+from tokfst_cli.decoding.matcher import DeadEnd
+from tokfst_cli.errors import InputError
+from tokfst_cli.promotion.lazy import LazyDecoder
 from tokfst_cli.text import catalogue
+from tokfst_cli.text.regex import compile_regex
 
 MAX_NEW_TOKENS = 32
 THREADS = 1  # torch's intra-op threads while measuring
@@ -37,8 +43,6 @@ def special_ids(model) -> tuple[int, int]:
     """(BOS, EOS) of a tokenizer by the usual names; BOS is EOS where there is none (GPT-2)."""
     eos = next((model.token_id(t) for t in ENDS if model.token_id(t) is not None), None)
     if eos is None:
-        from tokfst_cli.errors import InputError
-
         raise InputError(f"{model.source} has no end-of-text token ({', '.join(ENDS)})",
                          "give a tokenizer with one", hint="bench-eos")
     bos = next((model.token_id(t) for t in BEGINS if model.token_id(t) is not None), eos)
@@ -47,8 +51,6 @@ def special_ids(model) -> tuple[int, int]:
 
 def timed_generate(lm, prompt: list[int], constraint, eos: int, max_new: int) -> tuple[float, int]:
     """Wall time of one ``generate`` call and the tokens it generated (EOS counted)."""
-    from tokfst_cli.decoding.logits import generate
-
     t, [ids] = common.timed(lambda: generate(lm, prompt, constraint, eos_token_id=eos, do_sample=True,
                                              max_new_tokens=max_new))
     return t, min(len(ids) + 1, max_new)
@@ -57,11 +59,7 @@ def timed_generate(lm, prompt: list[int], constraint, eos: int, max_new: int) ->
 def decoders(model, pattern: str, kind: str) -> tuple[str, Callable[[], object]]:
     """(form, a function giving the decoder of a run): the promoted constraint's one decoder, or a
     new lazy decoder per run (no mask made yet)."""
-    from tokfst_cli import pipeline
-
     if kind == "lazy":
-        from tokfst_cli.promotion.lazy import LazyDecoder
-        from tokfst_cli.text.regex import compile_regex
 
         a = compile_regex(pattern)
         return "lazy", lambda: LazyDecoder(model, a)
@@ -72,10 +70,8 @@ def decoders(model, pattern: str, kind: str) -> tuple[str, Callable[[], object]]
 
 def regex_row(lm, model, name: str, pattern: str, kind: str, runs: int) -> dict:
     """One row: ``runs`` timed pairs (constrained, unconstrained) after one untimed pair."""
-    import torch
+    import torch  # deferred: optional dependency (tokfst[hf])
 
-    from tokfst_cli.decoding.logits import ConstraintLogitsProcessor
-    from tokfst_cli.decoding.matcher import DeadEnd
 
     bos, eos = special_ids(model)
     form, fresh = decoders(model, pattern, kind)
@@ -104,9 +100,8 @@ def regex_row(lm, model, name: str, pattern: str, kind: str, runs: int) -> dict:
 
 
 def logits_table(tokenizers: list[tuple[str, str, bool]], regexes: dict[str, str], runs: int, progress) -> Results:
-    import torch
+    import torch  # deferred: optional dependency (tokfst[hf])
 
-    from tokfst_cli.decoding.logits import tiny_model
 
     res = Results()
     table = Table(

@@ -34,7 +34,10 @@ import pynini
 from tokfst_cli.bench import common, engines
 from tokfst_cli.bench.common import Results, Table
 from tokfst_cli.decoding.matcher import unpack
+from tokfst_cli.errors import LimitError, TokfstError
+from tokfst_cli.promotion import lexicon
 from tokfst_cli.text import catalogue
+from tokfst_cli.text.regex import compile_regex
 
 SAMPLES = {  # catalogue name -> a string of its language (re.fullmatch-checked in the tests)
     "decimal": "3.14159",
@@ -62,8 +65,6 @@ def default_regexes() -> dict[str, str]:
 def generate(pattern: str, target: int = GENERATED_BYTES) -> str:
     """A string of the regex's language, fixed per pattern: a seeded random path of its minimal
     byte DFA of about ``target`` bytes, finished along a shortest path to a final state."""
-    from tokfst_cli.text.regex import compile_regex
-
     fst = compile_regex(pattern).fst
     zero = pynini.Weight.zero(fst.weight_type())
     arcs = {s: sorted((a.ilabel - 1, a.nextstate) for a in fst.arcs(s)) for s in fst.states()}
@@ -283,8 +284,6 @@ def measure_regex(engs: list[engines.Engine], pattern: str, walks: dict[str, lis
     """The rows of one (tokenizer, regex): one per engine. ``walks``: "hf" (HF's ids, the canonical
     engines' walk) and "surface" (the others': the same ids where they spell the sample; None if
     no tokenization spells it)."""
-    from tokfst_cli.errors import LimitError, TokfstError
-
     same = walks["hf"] == walks["surface"]
     compiled, rows, engs_by_name = {}, {}, {e.name: e for e in engs}
     for e in engs:
@@ -349,9 +348,8 @@ def measure_regex(engs: list[engines.Engine], pattern: str, walks: dict[str, lis
 
 def masks_table(tokenizers: list[tuple[str, str, bool]], regexes: dict[str, str], repeat: int, steps: int | None,
                 progress, each_step: bool = False) -> Results:
-    from tokenizers import Tokenizer
+    from tokenizers import Tokenizer  # deferred: HF's tokenizers only where the oracle is asked (start-up)
 
-    from tokfst_cli.promotion import lexicon
 
     res = Results()
     table = Table(

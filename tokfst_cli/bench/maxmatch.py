@@ -24,18 +24,19 @@ import tempfile
 
 import pynini
 
+from tokfst_cli.automata.fst_io import fst_bytes
 from tokfst_cli.bench import common
 from tokfst_cli.bench.common import Results, Table
-from tokfst_cli.pipeline import Limits
+from tokfst_cli.errors import LimitError, TokfstError
+from tokfst_cli.maxmatch import composition, product
+from tokfst_cli.maxmatch.composition import compiled
+from tokfst_cli.pipeline import Limits, accept, preprocess
+from tokfst_cli.promotion.promote import count_arcs
 
 LIMITS = Limits()
 
 
 def compile_row(name: str, path: str, cold_repeat: int, res: Results, progress) -> tuple[dict, object, pynini.Fst]:
-    from tokfst_cli.automata.fst_io import fst_bytes
-    from tokfst_cli.maxmatch.composition import compiled
-    from tokfst_cli.pipeline import accept, preprocess
-    from tokfst_cli.promotion.promote import count_arcs
 
     model = common.load_model(path, "wordpiece")
     taho = compiled(model)
@@ -63,10 +64,6 @@ def compile_row(name: str, path: str, cold_repeat: int, res: Results, progress) 
 
 
 def regex_row(name: str, rname: str, pattern: str, model, taho: pynini.Fst, repeat: int, res: Results) -> dict:
-    from tokfst_cli.errors import LimitError
-    from tokfst_cli.maxmatch import composition, product
-    from tokfst_cli.pipeline import accept, preprocess
-    from tokfst_cli.promotion.promote import count_arcs
 
     a = accept(pattern, LIMITS)
 
@@ -101,8 +98,6 @@ def regex_row(name: str, rname: str, pattern: str, model, taho: pynini.Fst, repe
 def maxmatch_table(tokenizers: list[tuple[str, str, bool]], regexes: dict[str, str], repeat: int,
                    cold_repeat: int, progress) -> Results:
     """``tokenizers``: (name, path, trained) triples of WordPiece tokenizers."""
-    from tokfst_cli.errors import TokfstError
-
     res = Results()
     comp = Table(
         "maxmatch_compile", "canonical MaxMatch: compile-maxmatch (T_Aho), cold process, empty cache",

@@ -18,12 +18,19 @@ witness is decoded and checked with Python's ``re.fullmatch``; the check fails i
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pynini
 
 from tokfst_cli.bench import common
 from tokfst_cli.bench.common import Results, Table
-from tokfst_cli.pipeline import Limits
+from tokfst_cli.bpe import implicit
+from tokfst_cli.bpe.counted import factorize
+from tokfst_cli.bpe.product import materialize
+from tokfst_cli.errors import LimitError, TokfstError
+from tokfst_cli.pipeline import Limits, accept, promote
+from tokfst_cli.promotion import lexicon
 
 MISSING = "outlines-core not installed (pip install 'tokfst[bench]')"
 MAX_ARCS = Limits().max_arcs  # materialize up to the pipeline's default, as ``tokfst promote --canonical`` does
@@ -31,7 +38,7 @@ MAX_ARCS = Limits().max_arcs  # materialize up to the pipeline's default, as ``t
 
 def outlines_module():
     try:
-        import outlines_core
+        import outlines_core  # deferred: optional dependency (the bench/test extras)
     except ImportError:
         return None
     return outlines_core
@@ -67,8 +74,6 @@ def compare(agn: pynini.Fst, peer: pynini.Fst, model, pattern: str) -> tuple[boo
     """(same language, witness, is tokfst right on the witness per Python's re.fullmatch).
 
     The witness is the shortest token sequence accepted by one automaton only."""
-    import re
-
     a, b = agn.copy(), peer.copy()
     for f in (a, b):
         f.set_input_symbols(None)
@@ -100,12 +105,6 @@ def start_set(fst: pynini.Fst) -> set[int]:
 
 def peers_table(tokenizers: list[tuple[str, str, bool]], regexes: dict[str, str], repeat: int, progress,
                 max_arcs: int = MAX_ARCS) -> Results:
-    from tokfst_cli.bpe import implicit
-    from tokfst_cli.bpe.counted import factorize
-    from tokfst_cli.bpe.product import materialize
-    from tokfst_cli.errors import LimitError, TokfstError
-    from tokfst_cli.pipeline import accept, promote
-    from tokfst_cli.promotion import lexicon
 
     oc = outlines_module()
     res = Results()

@@ -30,15 +30,27 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 
 import pynini
 
+from tokfst_cli.automata.arrays import fst_arrays, fst_from
+from tokfst_cli.automata.symbols import token_table
 from tokfst_cli.bench import common
 from tokfst_cli.bench.common import Results, Table
+from tokfst_cli.decoding.index import build_index
+from tokfst_cli.errors import TokfstError
+from tokfst_cli.pipeline import accept, promote
+from tokfst_cli.promotion import lexicon, trie
+from tokfst_cli.promotion.promote import count_arcs, covers_all_bytes
+from tokfst_cli.promotion.trie import token_arcs
+from tokfst_cli.text.regex import parse
+from tokfst_cli.tokenizer import model as tokmod
 
 WARM_TARGET_S = 0.1
 COLD_TARGET_S = 2.0
@@ -108,10 +120,6 @@ def peer(automaton_fst: pynini.Fst, lex: pynini.Fst) -> pynini.Fst:
 def promote_steps(model, automaton, lex) -> tuple[dict[str, float], tuple[int, int]]:
     """The steps of ``promote.promote`` for a byte DFA timed one by one (same calls, same order):
     A's arcs read, the walk over the token trie (``trie.token_arcs``), the Fst built from its arrays."""
-    from tokfst_cli.automata.arrays import fst_arrays, fst_from
-    from tokfst_cli.automata.symbols import token_table
-    from tokfst_cli.promotion.promote import count_arcs, covers_all_bytes
-    from tokfst_cli.promotion.trie import token_arcs
 
     st: dict[str, float] = {}
     t = time.perf_counter
@@ -137,9 +145,6 @@ def promote_steps(model, automaton, lex) -> tuple[dict[str, float], tuple[int, i
 
 def lexicon_row(name: str, path: str) -> tuple[dict, object, pynini.Fst]:
     """Tokenizer load and T build / build+store / cache read, one run each (private cache)."""
-    from tokfst_cli.promotion import lexicon, trie
-    from tokfst_cli.promotion.promote import count_arcs, covers_all_bytes
-    from tokfst_cli.tokenizer import model as tokmod
 
     load_s, model = common.timed(lambda: tokmod.load(path))
     build_s, _ = common.timed(lambda: lexicon.build(model))
@@ -156,10 +161,6 @@ def lexicon_row(name: str, path: str) -> tuple[dict, object, pynini.Fst]:
 
 def warm_rows(name: str, rname: str, pattern: str, model, lex, repeat: int, res: Results) -> tuple[dict, dict, object]:
     """The promote table's in-process figures, the steps row, and the result automaton."""
-    from tokfst_cli.decoding.index import build_index
-    from tokfst_cli.pipeline import accept, promote
-    from tokfst_cli.promotion.promote import count_arcs, covers_all_bytes
-    from tokfst_cli.text.regex import parse
 
     automaton = accept(pattern)  # warm-up
     fst = promote(model, automaton, lexicon=lex)
@@ -204,8 +205,6 @@ def warm_rows(name: str, rname: str, pattern: str, model, lex, repeat: int, res:
 # ---- cold processes -----------------------------------------------------------------------------
 def cold_runs(row: dict, arg: str, pattern: str, cold_repeat: int, work: str, env: dict, res: Results) -> None:
     """The cold columns of one promote row: warm-cache runs, one empty-cache run, the CLI's result."""
-    from tokfst_cli.promotion.promote import count_arcs
-
     out = os.path.join(work, "out.fst")
     cmd = common.tokfst_command() + ["promote", arg, "-e", pattern, out]
     runs = [common.run_cold(cmd, env, work) for _ in range(cold_repeat)]
@@ -220,8 +219,6 @@ def cold_runs(row: dict, arg: str, pattern: str, cold_repeat: int, work: str, en
 
 def breakdown(name: str, rname: str, arg: str, pattern: str, n: int, work: str, env: dict) -> dict:
     """The phases of n real ``tokfst promote`` runs in fresh interpreters, with the scale runs."""
-    import subprocess
-
     rows = []
     for i in range(n):
         out = os.path.join(work, f"breakdown-{i}.fst")
@@ -306,9 +303,6 @@ def tables(repeat: int, cold_repeat: int, regexes: dict[str, str]) -> tuple[Tabl
 def promote_table(tokenizers: list[tuple[str, str, bool]], regexes: dict[str, str], repeat: int,
                   cold_repeat: int, progress) -> Results:
     """``tokenizers``: (name, path, trained) triples; ``cold_repeat`` 0: no cold processes."""
-    import shutil
-
-    from tokfst_cli.errors import TokfstError
 
     res = Results()
     lex_t, main, steps_t, cold_t = tables(repeat, cold_repeat, regexes)

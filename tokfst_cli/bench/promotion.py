@@ -23,6 +23,16 @@ import pynini
 from tokfst_cli.bench import common, isolate
 from tokfst_cli.bench.common import Results, Table
 from tokfst_cli.bench.corpus import Corpus, alphabet, draw_words, edit_distance_one, train
+from tokfst_cli.bench.report import fmt_cell
+from tokfst_cli.bpe import implicit
+from tokfst_cli.bpe.explicit import explicit_automaton, intersect
+from tokfst_cli.bpe.gadgets import promote_gadgets
+from tokfst_cli.bpe.product import materialize
+from tokfst_cli.pipeline import Limits, promote
+from tokfst_cli.promotion import lexicon
+from tokfst_cli.promotion.promote import count_arcs
+from tokfst_cli.text.regex import ByteAutomaton
+from tokfst_cli.tokenizer import model as tokmod
 
 METHODS = ("eq4", "eq5", "implicit")
 
@@ -30,15 +40,6 @@ METHODS = ("eq4", "eq5", "implicit")
 # ---- child side --------------------------------------------------------------------------------
 def cell(spec: dict, emit) -> dict:
     """One method on one tokenizer: emits precompute and run messages, writes the result .fst."""
-    from tokfst_cli.bpe import implicit
-    from tokfst_cli.bpe.explicit import explicit_automaton, intersect
-    from tokfst_cli.bpe.gadgets import promote_gadgets
-    from tokfst_cli.bpe.product import materialize
-    from tokfst_cli.pipeline import promote
-    from tokfst_cli.promotion import lexicon
-    from tokfst_cli.promotion.promote import count_arcs
-    from tokfst_cli.text.regex import ByteAutomaton
-    from tokfst_cli.tokenizer import model as tokmod
 
     model = tokmod.load(spec["tokenizer"])
     a = ByteAutomaton(pynini.Fst.read(spec["automaton"]), "edit distance one")
@@ -119,9 +120,6 @@ def equivalent(paths: dict[str, Path]) -> tuple[bool | None, str]:
 
 def table1(corpus: Corpus, vocab_sizes: list[int], words: int, repeat: int, limit: float, max_arcs: int,
            progress, methods: tuple[str, ...] = METHODS) -> Results:
-    from tokfst_cli.pipeline import Limits, promote
-    from tokfst_cli.promotion import lexicon
-    from tokfst_cli.promotion.promote import count_arcs
 
     res = Results()
     picked = draw_words(corpus, words)
@@ -198,6 +196,4 @@ def table1(corpus: Corpus, vocab_sizes: list[int], words: int, repeat: int, limi
 
 
 def _short(cell: dict) -> str:
-    from tokfst_cli.bench.report import fmt_cell
-
     return fmt_cell(cell)

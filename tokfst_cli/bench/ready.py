@@ -39,8 +39,18 @@ from pathlib import Path
 
 import numpy as np
 
+from tokfst_cli import constraint, pipeline
 from tokfst_cli.bench import common
+from tokfst_cli.bench.check import cold
 from tokfst_cli.bench.common import Results, Table
+from tokfst_cli.bench.engines import THREADS, LLGuidance, Outlines, XGrammar, bitmask
+from tokfst_cli.decoding.index import build_index
+from tokfst_cli.decoding.matcher import pack
+from tokfst_cli.errors import TokfstError
+from tokfst_cli.promotion import lazy, lexicon
+from tokfst_cli.promotion.lazy import layout_for as lazy_layout
+from tokfst_cli.support.files import write_bytes
+from tokfst_cli.text.regex import ByteAutomaton, compile_regex
 
 ENGINES = ("index", "memory", "lazy", "lazyfile", "xgrammar", "llguidance", "outlines")
 STAGES = ("a", "s", "export", "write", "load", "mask")
@@ -48,8 +58,6 @@ STAGES = ("a", "s", "export", "write", "load", "mask")
 
 def peers(model, path: str, pre: dict) -> dict:
     """column -> the peer's Engine (``engines``), set up once; ``pre`` gets their set-up seconds."""
-    from tokfst_cli.bench.engines import THREADS, LLGuidance, Outlines, XGrammar
-
     out = {}
     for key, cls in (("xgrammar", XGrammar), ("llguidance", LLGuidance), ("outlines", Outlines)):
         try:
@@ -78,9 +86,6 @@ def peer_ready(engine, pattern: str) -> np.ndarray:
 
 def tokfst_index(model, lex, pattern: str, out: str):
     """pipeline.build + the index JSON to ``out`` + constraint.load + the first mask: (decoder, mask)."""
-    from tokfst_cli import constraint, pipeline
-    from tokfst_cli.bench.engines import bitmask
-    from tokfst_cli.support.files import write_bytes
 
     result = pipeline.build(model, pattern, lexicon=lex)
     write_bytes(out, (json.dumps(result.index(), ensure_ascii=False) + "\n").encode("utf-8"))
@@ -89,26 +94,18 @@ def tokfst_index(model, lex, pattern: str, out: str):
 
 
 def tokfst_memory(model, lex, pattern: str) -> np.ndarray:
-    from tokfst_cli import pipeline
-    from tokfst_cli.bench.engines import bitmask
 
     decoder = pipeline.build(model, pattern, lexicon=lex).decoder()
     return bitmask(decoder, decoder.initial())
 
 
 def tokfst_lazy(model, pattern: str) -> np.ndarray:
-    from tokfst_cli import constraint
-
     decoder = constraint.lazy(model, pattern)
     return decoder.bitmask(decoder.initial())
 
 
 def tokfst_lazy_file(model, pattern: str, out: str) -> np.ndarray:
     """compile_regex + the lazy artifact to ``out`` + constraint.load + the first mask."""
-    from tokfst_cli import constraint
-    from tokfst_cli.promotion import lazy
-    from tokfst_cli.support.files import write_bytes
-    from tokfst_cli.text.regex import compile_regex
 
     write_bytes(out, lazy.artifact(model, compile_regex(pattern)))
     decoder = constraint.load(out, model)
@@ -117,11 +114,6 @@ def tokfst_lazy_file(model, pattern: str, out: str) -> np.ndarray:
 
 def stages_once(model, lex, pattern: str, out: str) -> dict[str, float]:
     """The steps of :func:`tokfst_index`, timed one by one (same calls, same order)."""
-    from tokfst_cli import constraint, pipeline
-    from tokfst_cli.bench.engines import bitmask
-    from tokfst_cli.decoding.index import build_index
-    from tokfst_cli.support.files import write_bytes
-    from tokfst_cli.text.regex import ByteAutomaton
 
     limits, t = pipeline.Limits(), {}
     t["a"], a = common.timed(lambda: pipeline.accept(pattern, limits, model))
@@ -137,8 +129,6 @@ def stages_once(model, lex, pattern: str, out: str) -> dict[str, float]:
 
 def regex_rows(name: str, model, lex, engines: dict, rname: str, pattern: str, runs: int, out: str,
                res: Results) -> tuple[dict, dict]:
-    from tokfst_cli.decoding.matcher import pack
-    from tokfst_cli.errors import TokfstError
 
     row = {"tokenizer": name, "vocab": model.vocab_size, "regex": rname}
     stage_row = {"tokenizer": name, "regex": rname}
@@ -182,9 +172,6 @@ def regex_rows(name: str, model, lex, engines: dict, rname: str, pattern: str, r
 
 
 def ready_table(tokenizers: list[tuple[str, str, bool]], regexes: dict[str, str], runs: int, progress) -> Results:
-    from tokfst_cli.bench.check import cold
-    from tokfst_cli.promotion import lexicon
-    from tokfst_cli.promotion.lazy import layout_for as lazy_layout
 
     res = Results()
     main = Table(

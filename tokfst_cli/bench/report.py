@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import statistics
+import sys
 from pathlib import Path
 
 from tokfst_cli.bench.common import machine_line
@@ -101,6 +102,54 @@ def markdown(doc: dict) -> str:
     return "\n".join(out) + "\n"
 
 
+def page(docs: list[dict], title: str) -> str:
+    """A results page (``docs/results/``) from result documents: each headed by its machine, date,
+    versions and commit, then its tables as :func:`markdown` renders them."""
+    out = [f"# Results: {title}", "",
+           "Rendered by `tokfst bench report` from the JSON beside this page; rerun the command under each "
+           "heading to measure again.", ""]
+    for doc in docs:
+        m, v = doc["machine"], doc["versions"]
+        out += [f"## `{doc['mode']}` of {doc['started'][:10]}", "",
+                f"- machine: {m['nproc']} CPUs ({m['cpu_model']}), {m['os']}, Python {m['python']}; load average "
+                f"{m['loadavg_start'][0]} at start" + (f", {m['loadavg_end'][0]} at end" if "loadavg_end" in m else ""),
+                f"- date: {doc['started']}, {doc['elapsed_s']:.0f} s",
+                "- versions: " + ", ".join(f"{k} {val}" for k, val in v.items() if val and val != "-"),
+                f"- commit: {doc.get('commit') or 'not recorded'}",
+                f"- command: `{doc['command']}`", ""]
+        for t in doc["tables"]:
+            cols = t["columns"]
+            out += [f"### {t['title']}", "", f"Figures are medians of {t['repeat']} runs.", ""]
+            out.append("| " + " | ".join(c["label"] for c in cols) + " |")
+            out.append("| " + " | ".join("---" if c["kind"] == "text" else "---:" for c in cols) + " |")
+            for row in t["rows"]:
+                out.append("| " + " | ".join(fmt(row, c["key"], c["kind"]).replace("|", "\\|") for c in cols) + " |")
+            out.append("")
+            out += [n for note in t["notes"] for n in (note, "")]
+        out += [checks_line(doc), ""]
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def read_documents(paths: list[str]) -> list[dict]:
+    """The result documents in ``paths`` (files, or directories of ``*.json``), in name order."""
+    files: list[Path] = []
+    for p in map(Path, paths):
+        files += sorted(p.glob("*.json")) if p.is_dir() else [p]
+    docs = []
+    for f in files:
+        try:
+            doc = json.loads(f.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise InputError(f"cannot read bench results {f}: {e}",
+                             "give a JSON file written by tokfst bench --json") from None
+        if not isinstance(doc, dict) or doc.get("format") != "tokfst-bench":
+            raise InputError(f"{f} is not a tokfst bench result", "give a JSON file written by tokfst bench --json")
+        docs.append(doc)
+    if not docs:
+        raise InputError(f"no bench results in {', '.join(paths)}", "give JSON files written by tokfst bench --json")
+    return docs
+
+
 def checks_line(doc: dict) -> str:
     checks = doc["checks"]
     passed = sum(1 for c in checks if c["passed"] is True)
@@ -111,8 +160,8 @@ def checks_line(doc: dict) -> str:
 
 def print_tables(doc: dict, console) -> None:
     """The tables on ``console`` (a rich Console): rich tables on a terminal, Markdown otherwise."""
-    from rich import box
-    from rich.table import Table as RichTable
+    from rich import box  # deferred: rich only where something is shown
+    from rich.table import Table as RichTable  # deferred: rich only where something is shown
 
     if not console.is_terminal:
         console.file.write(markdown(doc))
@@ -159,7 +208,7 @@ def check_plot_target(path: str) -> None:
         raise InputError(f"plot file {path}: unsupported format", "give a file name ending in .svg or .png",
                          path=path)
     try:
-        import matplotlib  # noqa: F401
+        import matplotlib  # noqa: F401  # deferred: optional dependency (the bench extra)
     except ImportError:
         raise InputError("plotting needs matplotlib", "pip install 'tokfst[bench]'") from None
 
@@ -186,11 +235,11 @@ def plot_series(table: dict) -> dict[str, list[tuple[float, float]]]:
 
 def write_plot(out: str, doc: dict) -> bool:
     """One panel per scaling table; False when no table has anything to plot."""
-    import matplotlib
+    import matplotlib  # deferred: optional dependency (the bench/test extras)
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import NullLocator
+    import matplotlib.pyplot as plt  # deferred: optional dependency (the bench/test extras)
+    from matplotlib.ticker import NullLocator  # deferred: optional dependency (the bench/test extras)
 
     panels = [(t, s) for t in doc["tables"] if t.get("plot") for s in [plot_series(t)] if s]
     if not panels:
@@ -221,7 +270,6 @@ def write_plot(out: str, doc: dict) -> bool:
 
 
 if __name__ == "__main__":  # python -m tokfst_cli.bench.report RESULT.json ...: the Markdown again
-    import sys
 
     for name in sys.argv[1:]:
         sys.stdout.write(markdown(json.loads(Path(name).read_text(encoding="utf-8"))))

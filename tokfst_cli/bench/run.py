@@ -17,8 +17,28 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tokfst_cli.bench import common
+from tokfst_cli.bench import common, report
+from tokfst_cli.bench.canonical import canonical_table
+from tokfst_cli.bench.check import REGEXES, check_table
+from tokfst_cli.bench.compile import compile_table
+from tokfst_cli.bench.corpus import load_corpus, paragraph, train
+from tokfst_cli.bench.filters import filters_table
+from tokfst_cli.bench.inspect import inspect_table
+from tokfst_cli.bench.logits import logits_table
+from tokfst_cli.bench.masks import default_regexes, masks_table
+from tokfst_cli.bench.maxmatch import maxmatch_table
+from tokfst_cli.bench.peers import peers_table
+from tokfst_cli.bench.promote import promote_table
+from tokfst_cli.bench.promotion import METHODS, table1
+from tokfst_cli.bench.ready import ready_table
+from tokfst_cli.bench.report import check_plot_target
+from tokfst_cli.bench.size import table2
+from tokfst_cli.bench.terminals import PATTERNS, terminals_table
+from tokfst_cli.bench.tokenization import paragraph_table
 from tokfst_cli.errors import InputError, TokfstError
+from tokfst_cli.text.catalogue import catalogue, read_regex_file
+from tokfst_cli.text.regex import compile_regex
+from tokfst_cli.tokenizer import model as tokmod
 
 PAPER = ("table1", "table2", "paragraph", "peers", "masks")  # what "all" runs: the paper's tables and the peers
 MODES = PAPER + ("promote", "canonical", "maxmatch", "check", "compile", "logits", "ready", "filters", "inspect",
@@ -93,8 +113,6 @@ def rss_sizes(text: str) -> list[int]:
 
 
 def methods(text: str) -> tuple[str, ...]:
-    from tokfst_cli.bench.promotion import METHODS
-
     got = tuple(m.strip() for m in text.split(",") if m.strip())
     bad = [m for m in got if m not in METHODS]
     if bad or not got:
@@ -106,8 +124,6 @@ def methods(text: str) -> tuple[str, ...]:
 def tokenizers(specs: list[str], family: str | None, used: bool) -> list[tuple[str, str, bool]]:
     """(name, path, trained) per spec; when a mode uses them, each is read now (a malformed one,
     or one of the wrong family, is a usage error before anything is trained or measured)."""
-    from tokfst_cli.tokenizer import model as tokmod
-
     out = []
     for spec in specs:
         path = tokmod.resolve_path(spec)
@@ -135,8 +151,6 @@ def output_target(what: str, path: str | None) -> None:
 
 def regexes(patterns: list[str], regex_file: str | None, named: str | None) -> dict[str, str] | None:
     """name -> pattern of the chosen regexes (catalogue names first), None for the defaults."""
-    from tokfst_cli.text.catalogue import catalogue, read_regex_file
-    from tokfst_cli.text.regex import compile_regex
 
     known = catalogue()
     out: dict[str, str] = {}
@@ -163,7 +177,6 @@ def plan(req: Request) -> Plan:
         if not PLOTTED & set(modes):
             raise InputError(f"{req.mode} has no scaling table to plot",
                              "plot table1, table2, paragraph or all", hint="bench-plot")
-        from tokfst_cli.bench.report import check_plot_target
 
         check_plot_target(req.plot)
     for what, target in (("json", req.json_out), ("csv", req.csv_out), ("plot", req.plot)):
@@ -185,17 +198,13 @@ def plan(req: Request) -> Plan:
 
 # ---- the run ------------------------------------------------------------------------------------
 def regex_set(mode: str, chosen: dict[str, str] | None) -> dict[str, str]:
-    from tokfst_cli.text import catalogue
+    from tokfst_cli.text import catalogue  # deferred: start-up: only this path needs it
 
     if chosen is not None:
         return chosen
     if mode == "check":
-        from tokfst_cli.bench.check import REGEXES
-
         return dict(REGEXES)
     if mode == "masks":
-        from tokfst_cli.bench.masks import default_regexes
-
         return default_regexes()
     if mode == "inspect":
         return {"pokedex": catalogue.POKEDEX}
@@ -220,8 +229,6 @@ def settings(p: Plan) -> dict:
 
 def run(p: Plan, say: Callable[[str], None], verbose: bool) -> dict:
     """Train what the modes need, run them, and return the result document."""
-    from tokfst_cli.bench.corpus import load_corpus, paragraph, train
-
     r, want = p.request, set(p.modes)
     progress = common.Progress(verbose, say)
     started, machine = time.time(), common.machine_facts()
@@ -246,64 +253,34 @@ def run(p: Plan, say: Callable[[str], None], verbose: bool) -> dict:
 def run_mode(mode: str, p: Plan, corp, text: str | None, trained: list, progress) -> common.Results:
     r, extra = p.request, p.tokenizers
     if mode == "table1":
-        from tokfst_cli.bench.promotion import table1
-
         return table1(corp, p.sizes, r.words, r.repeat, r.timeout, r.max_arcs, progress, p.methods)
     if mode == "table2":
-        from tokfst_cli.bench.size import table2
-
         return table2(trained + extra, r.max_arcs, r.repeat, progress)
     if mode == "paragraph":
-        from tokfst_cli.bench.tokenization import paragraph_table
-
         return paragraph_table(text, trained + extra, r.repeat, r.trials, r.max_arcs, progress)
     if mode == "peers":
-        from tokfst_cli.bench.peers import peers_table
-
         return peers_table(extra, regex_set(mode, p.regexes), r.repeat, progress)
     if mode == "masks":
-        from tokfst_cli.bench.masks import masks_table
-
         return masks_table(extra, regex_set(mode, p.regexes), r.repeat, r.steps, progress, r.evict_each_step)
     if mode == "promote":
-        from tokfst_cli.bench.promote import promote_table
-
         return promote_table(extra, regex_set(mode, p.regexes), r.repeat, r.cold_repeat, progress)
     if mode == "canonical":
-        from tokfst_cli.bench.canonical import canonical_table
-
         return canonical_table(extra, regex_set(mode, p.regexes), r.repeat, progress)
     if mode == "maxmatch":
-        from tokfst_cli.bench.maxmatch import maxmatch_table
-
         return maxmatch_table(extra, regex_set(mode, p.regexes), r.repeat, r.cold_repeat, progress)
     if mode == "check":
-        from tokfst_cli.bench.check import check_table
-
         return check_table(extra, regex_set(mode, p.regexes), r.lines, rss_sizes(r.rss_mb), r.repeat, progress)
     if mode == "compile":
-        from tokfst_cli.bench.compile import compile_table
-
         return compile_table(extra, r.repeat, progress)
     if mode == "logits":
-        from tokfst_cli.bench.logits import logits_table
-
         return logits_table(extra, regex_set(mode, p.regexes), r.repeat, progress)
     if mode == "ready":
-        from tokfst_cli.bench.ready import ready_table
-
         return ready_table(extra, regex_set(mode, p.regexes), r.repeat, progress)
     if mode == "inspect":
-        from tokfst_cli.bench.inspect import inspect_table
-
         return inspect_table(extra, regex_set(mode, p.regexes), r.repeat, progress)
     if mode == "filters":
-        from tokfst_cli.bench.filters import filters_table
-
         return filters_table(extra, regex_set(mode, p.regexes), r.repeat, progress)
     if mode == "terminals":
-        from tokfst_cli.bench.terminals import PATTERNS, terminals_table
-
         return terminals_table(extra, p.regexes or PATTERNS, r.repeat, progress)
     raise ValueError(f"unknown bench mode {mode}")
 
@@ -311,8 +288,6 @@ def run_mode(mode: str, p: Plan, corp, text: str | None, trained: list, progress
 # ---- outputs ------------------------------------------------------------------------------------
 def emit(doc: dict, p: Plan, console, write: Callable[[str, bytes], None]) -> None:
     """Tables on ``console``, the JSON and CSV through ``write``, the plot; raise if a check failed."""
-    from tokfst_cli.bench import report
-
     r = p.request
     report.print_tables(doc, console)
     if r.json_out is not None:

@@ -38,7 +38,7 @@ WALK_TEXTS, MAX_BYTES = 10, 4096  # random texts drawn for the walk (the longest
 def cap_memory(extra: int) -> None:
     """Cap this process's address space at its size now plus ``extra`` bytes: past it allocations
     fail (native code aborts quietly, which the parent reports as "memory"); no core file."""
-    from tokfst_cli.support import guard
+    from tokfst_cli.support import guard  # deferred: loaded in the worker process, timed as its set-up
 
     try:
         with open("/proc/self/statm", encoding="ascii") as f:
@@ -55,7 +55,9 @@ def cap_memory(extra: int) -> None:
 
 def outcome(e: BaseException, stage: str) -> dict:
     """A failed file: status, stage, a short reason and the whole message."""
-    from tokfst_cli.bench.masks import one_line
+    from tokfst_cli.bench.masks import one_line  # deferred: loaded in the worker process, timed as its set-up
+
+    # deferred: loaded in the worker process, timed as its set-up
     from tokfst_cli.errors import InputError, LimitError, TokfstError
 
     detail = (e.one_line() if isinstance(e, TokfstError) else one_line(e))[:400]
@@ -78,7 +80,7 @@ def outcome(e: BaseException, stage: str) -> dict:
 def random_text(fst, seed: int) -> str | None:
     """A random text of the byte DFA's language (``pynini.randgen``: uniform among the arcs and
     stopping, at every state), or None (longer than :data:`MAX_BYTES`, or not UTF-8)."""
-    import pynini
+    import pynini  # deferred: optional dependency (the bench extra)
 
     path = pynini.randgen(fst, npath=1, seed=seed, max_length=MAX_BYTES)
     if path.num_states() == 0:
@@ -100,6 +102,7 @@ def steered_text(fst, seed: int, budget: int = MAX_BYTES // 2) -> str:
     state, stopping, for ``budget`` bytes; then steered, each byte one that brings a final state
     nearer (``ByteTable.distances``), ending at the first final state. For DFAs whose uniform
     texts (:func:`random_text`) run past :data:`MAX_BYTES`."""
+    # deferred: loaded in the worker process, timed as its set-up
     from tokfst_cli.promotion.byte_table import ByteTable, of_automaton
 
     table = fst if isinstance(fst, ByteTable) else of_automaton(fst)
@@ -125,6 +128,7 @@ def draw_walk(fst, model, hf) -> tuple[str, list[int]]:
     """The longest of :data:`WALK_TEXTS` random texts of the schema's byte DFA (none within
     :data:`MAX_BYTES`: a :func:`steered_text`), and the walk: HF's tokenization of it (where the
     ids do not spell it, a normalizer: ``masks.longest_match``)."""
+    # deferred: loaded in the worker process, timed as its set-up
     from tokfst_cli.bench.masks import longest_match, spells
 
     texts = [t for t in (random_text(fst, seed) for seed in range(WALK_TEXTS)) if t is not None]
@@ -139,8 +143,8 @@ def draw_walk(fst, model, hf) -> tuple[str, list[int]]:
 def fresh_masks(decoder, walk: list[int]) -> tuple[list[int], bool]:
     """ns of the packed mask (``engines.bitmask``) at each state the walk reaches for the first
     time (the start, then after each token), and whether the decoder accepts the whole walk."""
-    from tokfst_cli.bench.engines import bitmask
-    from tokfst_cli.errors import DisallowedTokenError
+    from tokfst_cli.bench.engines import bitmask  # deferred: loaded in the worker process, timed as its set-up
+    from tokfst_cli.errors import DisallowedTokenError  # deferred: loaded in the worker process, timed as its set-up
 
     clock, seen, times, state = time.perf_counter_ns, set(), [], decoder.initial()
     gc.disable()  # as masks.run_walk: no collection inside a timed lookup
@@ -180,9 +184,9 @@ def lazy_stage(model, hf, automaton, repeat: int) -> tuple[dict, tuple | None]:
     the byte classes): ready (the decoder and its first mask) and the median mask at the walk's
     fresh states, a new decoder per timed walk (each of its masks a walk of the trie); and the
     walk drawn (``draw_walk``), or None."""
-    from tokfst_cli.bench.masks import one_line
-    from tokfst_cli.errors import TokfstError
-    from tokfst_cli.promotion.lazy import LazyDecoder
+    from tokfst_cli.bench.masks import one_line  # deferred: loaded in the worker process, timed as its set-up
+    from tokfst_cli.errors import TokfstError  # deferred: loaded in the worker process, timed as its set-up
+    from tokfst_cli.promotion.lazy import LazyDecoder  # deferred: loaded in the worker process, timed as its set-up
 
     def ready():
         decoder = LazyDecoder(model, automaton)
@@ -210,11 +214,11 @@ def lazy_load(model, automaton, repeat: int) -> dict:
     """The lazy artifact (``promote --format lazy``) of the byte DFA, written once: its size, and
     ``constraint.load`` of the file + the first mask (what a server pays for a schema compiled
     ahead), a check that this first mask is the in-memory decoder's."""
-    import tempfile
+    import tempfile  # deferred: optional dependency (the bench extra)
 
-    from tokfst_cli import constraint
-    from tokfst_cli.promotion import lazy
-    from tokfst_cli.promotion.byte_table import to_bytes
+    from tokfst_cli import constraint  # deferred: loaded in the worker process, timed as its set-up
+    from tokfst_cli.promotion import lazy  # deferred: loaded in the worker process, timed as its set-up
+    from tokfst_cli.promotion.byte_table import to_bytes  # deferred: loaded in the worker process, timed as its set-up
 
     table = lazy.table_for(model, automaton)
     data = to_bytes(table, model.fingerprint)
@@ -234,10 +238,10 @@ def lazy_load(model, automaton, repeat: int) -> dict:
 
 
 def tokfst_one(model, lex, hf, doc, repeat: int, stage: Callable[..., None], terminals: bool) -> dict:
-    from tokfst_cli.automata.arrays import fst_arrays
-    from tokfst_cli.pipeline import build
-    from tokfst_cli.schema.compile import compile_schema
-    from tokfst_cli.text.regex import ByteAutomaton
+    from tokfst_cli.automata.arrays import fst_arrays  # deferred: loaded in the worker process, timed as its set-up
+    from tokfst_cli.pipeline import build  # deferred: loaded in the worker process, timed as its set-up
+    from tokfst_cli.schema.compile import compile_schema  # deferred: loaded in the worker process, timed as its set-up
+    from tokfst_cli.text.regex import ByteAutomaton  # deferred: loaded in the worker process, timed as its set-up
 
     try:
         cell, compiled = common.measure(repeat, lambda: compile_schema(doc))
@@ -267,10 +271,10 @@ def tokfst_one(model, lex, hf, doc, repeat: int, stage: Callable[..., None], ter
 
 
 def tokfst_setup(tokenizer: str, terminals: bool):
-    from tokenizers import Tokenizer
+    from tokenizers import Tokenizer  # deferred: loaded in the worker process, timed as its set-up
 
-    from tokfst_cli.promotion import lazy, lexicon
-    from tokfst_cli.tokenizer import model as tokmod
+    from tokfst_cli.promotion import lazy, lexicon  # deferred: loaded in the worker process, timed as its set-up
+    from tokfst_cli.tokenizer import model as tokmod  # deferred: loaded in the worker process, timed as its set-up
 
     model = common.load_model(tokenizer, None)
     lex, hf = lexicon.lexicon(model), Tokenizer.from_file(str(tokmod.resolve_path(tokenizer)))
@@ -281,7 +285,7 @@ def tokfst_setup(tokenizer: str, terminals: bool):
 
 def peer_compiler(name: str, tokenizer: str) -> Callable[[str], object]:
     """The peer's compile(schema text), its tokenizer objects set up (``engines``)."""
-    from tokfst_cli.bench import engines
+    from tokfst_cli.bench import engines  # deferred: loaded in the worker process, timed as its set-up
 
     model = common.load_model(tokenizer, None)
     engine = {OUTLINES: engines.Outlines, LLGUIDANCE: engines.LLGuidance, XGRAMMAR: engines.XGrammar}[name](
@@ -289,7 +293,7 @@ def peer_compiler(name: str, tokenizer: str) -> Callable[[str], object]:
     if engine.missing is not None:
         raise RuntimeError(f"{name} {engine.missing}")
     if name == OUTLINES:
-        from outlines_core.json_schema import build_regex_from_schema
+        from outlines_core.json_schema import build_regex_from_schema  # deferred: optional dependency (the bench extra)
 
         return lambda text: engine.oc.Index(build_regex_from_schema(text, whitespace_pattern=""), engine.vocabulary)
     if name == LLGUIDANCE:
@@ -323,7 +327,7 @@ def worker(spec: dict, emit: Callable[[dict], None]) -> None:
     """``isolate.run``'s target: set up spec["engine"] on spec["tokenizer"], cap the memory
     (spec["max_memory"] bytes more), then every file in turn; each finished stage and file is a
     message that restarts the time limit."""
-    from tokfst_cli.support import guard
+    from tokfst_cli.support import guard  # deferred: loaded in the worker process, timed as its set-up
 
     guard._die_with_parent(os.getppid())  # a killed bench leaves no worker behind
     engine, tokenizer = spec["engine"], spec["tokenizer"]

@@ -32,16 +32,19 @@ peer/tokfst ratios over the files both compiled.
 from __future__ import annotations
 
 import statistics
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from tokfst_cli.bench import common
+from tokfst_cli.bench import common, run
 from tokfst_cli.bench.common import Results, Table
 from tokfst_cli.bench.engines import LLGUIDANCE, MISSING, OUTLINES, PEERS, XGRAMMAR
+from tokfst_cli.bench.run import output_target, tokenizers
 from tokfst_cli.bench.schema_workers import MAX_MEMORY, TOKFST, run_engine
+from tokfst_cli.errors import InputError
 
 STATUSES = ("compiled", "refused", "limit", "memory", "error", "timeout")
 TIMEOUT, TOKFST_TIMEOUT = 20.0, 120.0  # seconds per stage of one file: peers, tokfst
@@ -65,8 +68,6 @@ class Request:
 
 def schema_files(directory: str, limit: int | None = None) -> list[Path]:
     """The ``*.json`` files of ``directory``, sorted, the first ``limit``; InputError if none."""
-    from tokfst_cli.errors import InputError
-
     d = Path(directory)
     if not d.is_dir():
         raise InputError(f"{directory} is not a directory", "give a directory of JSON Schema files (*.json)",
@@ -205,8 +206,6 @@ RATIO_COLUMNS = [("tokenizer", "tokenizer", "text"), ("peer", "peer", "text"), (
 
 def plan(req: Request) -> tuple[list[Path], list[tuple[str, str, bool]]]:
     """The files and tokenizers of a request, checked before anything runs (InputError)."""
-    from tokfst_cli.bench.run import output_target, tokenizers
-
     for what, target in (("json", req.json_out), ("csv", req.csv_out)):
         output_target(what, target)
     return schema_files(req.directory, req.limit), tokenizers(req.tokenizer or ["gpt2"], None, used=True)
@@ -294,8 +293,6 @@ def notes(req: Request, peers: list[str]) -> list[str]:
 
 def document(req: Request, say: Callable[[str], None], verbose: bool) -> dict:
     """Run the bench (see the module docstring) and return the result document."""
-    import time
-
     started, machine = time.time(), common.machine_facts()
     results = schemas_table(req, common.Progress(verbose, say))
     settings = {"directory": req.directory, "tokenizers": req.tokenizer or ["gpt2"], "peers": req.peers,
@@ -306,8 +303,6 @@ def document(req: Request, say: Callable[[str], None], verbose: bool) -> dict:
 
 def emit(doc: dict, req: Request, console, write: Callable[[str, bytes], None]) -> None:
     """As ``run.emit``: the tables, the JSON and CSV, and an error if a check failed."""
-    from tokfst_cli.bench import run
-
     plan_ = run.Plan(run.Request("schemas", json_out=req.json_out, csv_out=req.csv_out), ["schemas"], [], (), [],
                      None)
     run.emit(doc, plan_, console, write)

@@ -21,8 +21,12 @@ import time
 import numpy as np
 import pynini
 
+from tokfst_cli.automata.symbols import token_table
 from tokfst_cli.bench import common
 from tokfst_cli.bench.common import Results, Table
+from tokfst_cli.bpe import implicit
+from tokfst_cli.bpe.explicit import START, explicit_automaton, successors
+from tokfst_cli.promotion.promote import count_arcs
 
 ARC_BYTES = 16  # OpenFst StdArc in a vector file: ilabel, olabel, weight, nextstate
 
@@ -42,8 +46,6 @@ def count_explicit(imp) -> tuple[int, int]:
 
 
 def _count_explicit(imp) -> tuple[int, int]:
-    from tokfst_cli.bpe.explicit import START, successors
-
     classes = imp.classes()
     reps: dict[int, int] = {}
     for t in np.flatnonzero(classes >= 0):
@@ -83,8 +85,6 @@ def fst_file_size(fst: pynini.Fst) -> int:
 def computed_fst_size(model, states: int, arcs: int) -> int:
     """The size of A_BPE's vector file: the same file without arcs (states, finals, symbol
     tables, header) plus 16 bytes per arc."""
-    from tokfst_cli.automata.symbols import token_table
-
     f = pynini.Fst()
     f.add_states(states)
     f.set_start(0)
@@ -94,9 +94,6 @@ def computed_fst_size(model, states: int, arcs: int) -> int:
 
 
 def measure(name: str, path: str, trained: bool, max_arcs: int, repeat: int, progress) -> tuple[dict, list[tuple]]:
-    from tokfst_cli.bpe import implicit
-    from tokfst_cli.bpe.explicit import explicit_automaton
-    from tokfst_cli.promotion.promote import count_arcs
 
     model = common.load_bpe(path)
     compile_cell, imp = common.measure(repeat, lambda: implicit.compile_implicit(model).attach(model))

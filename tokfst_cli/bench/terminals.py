@@ -19,6 +19,10 @@ import numpy as np
 
 from tokfst_cli.bench import common
 from tokfst_cli.bench.common import Results, Table
+from tokfst_cli.constraint import IndexDecoder
+from tokfst_cli.errors import TokfstError
+from tokfst_cli.pipeline import build
+from tokfst_cli.tokenizer import model as tokmod
 
 PATTERNS = {
     "json string": r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"',
@@ -38,8 +42,6 @@ def _name(model) -> str:
 def fresh_masks(index: dict, steps: int = WALK, seed: int = 0) -> tuple[float, list[float]]:
     """(decoder load seconds from the index JSON, seconds of ``bitmask`` at each state of a random walk,
     first visits)."""
-    from tokfst_cli.constraint import IndexDecoder
-
     text = json.dumps(index)
     load, dec = common.timed(lambda: IndexDecoder(json.loads(text)))
     rng, state, seen, times = random.Random(seed), dec.initial(), set(), []
@@ -76,9 +78,6 @@ def paired_max(expanded, with_terms, big: int = 10_000, limit: int = 20_000) -> 
 
 
 def run(models: list, patterns: dict[str, str], repeat: int, progress=lambda message: None) -> list[dict]:
-    from tokfst_cli.errors import TokfstError
-    from tokfst_cli.pipeline import build
-    from tokfst_cli.tokenizer import model as tokmod
 
     rows = []
     for model in models:

@@ -20,8 +20,17 @@ import pynini
 from tokfst_cli.automata.fsts import linear
 from tokfst_cli.bench import common
 from tokfst_cli.bench.common import Results, Table
+from tokfst_cli.bench.size import count_explicit
+from tokfst_cli.bpe import implicit
+from tokfst_cli.bpe.explicit import START, explicit_automaton
+from tokfst_cli.bpe.product import materialize
+from tokfst_cli.bpe.word import stepper
+from tokfst_cli.errors import InputError
+from tokfst_cli.pipeline import promote
+from tokfst_cli.promotion import lexicon
 from tokfst_cli.text.regex import ByteAutomaton
 from tokfst_cli.tokenizer.model import SPACE_MARK, TokenizerModel, unicode_to_bytes
+from tokfst_cli.tokenizer.reference import HfReference
 
 
 def pretokenize(hf, text: str) -> list[str]:
@@ -65,8 +74,6 @@ def canonical_path(lattice: pynini.Fst, step, boundary: int) -> list[int]:
     """The canonical path of a token lattice (word boundaries labelled ``boundary``): depth-first
     over (lattice state, A_BPE class, fallback state), pruning dead triples; the first complete
     path is the unique one. Returns the token ids without the boundaries."""
-    from tokfst_cli.bpe.explicit import START
-
     zero = pynini.Weight.zero(lattice.weight_type())
     classes, dead = step.classes, set()
     stack = [((lattice.start(), START, 0), iter(list(lattice.arcs(lattice.start()))))]
@@ -117,12 +124,6 @@ class ViaAutomaton:
     """Tokenize text through the automata of one tokenizer."""
 
     def __init__(self, path: str, max_arcs: int, progress, name: str):
-        from tokfst_cli.bench.size import count_explicit
-        from tokfst_cli.bpe import implicit
-        from tokfst_cli.bpe.word import stepper
-        from tokfst_cli.errors import InputError
-        from tokfst_cli.promotion import lexicon
-        from tokfst_cli.tokenizer.reference import HfReference
 
         self.model = common.load_bpe(path)
         try:
@@ -139,8 +140,6 @@ class ViaAutomaton:
         self.abpe = None
         states, arcs = count_explicit(self.imp)
         if arcs <= max_arcs:
-            from tokfst_cli.bpe.explicit import explicit_automaton
-
             progress(f"paragraph: {name}: building the explicit A_BPE ({states} states, {arcs} arcs)")
             t, abpe = common.timed(lambda: explicit_automaton(self.imp, self.model, max_arcs=max_arcs))
             zero = pynini.Weight.zero(abpe.weight_type())
@@ -151,15 +150,11 @@ class ViaAutomaton:
             self.abpe_note = f"A_BPE over --max-arcs ({arcs} arcs)"
 
     def lattice(self, text: str) -> pynini.Fst:
-        from tokfst_cli.pipeline import promote
-
         pieces = [piece_bytes(self.model, p) for p in pretokenize(self.hf, text)]
         return promote(self.model, pieces_acceptor(pieces, self.boundary), lexicon=self.lex_b)
 
     def implicit(self, text: str) -> list[int]:
         if self.ignore_merges:
-            from tokfst_cli.bpe.product import materialize
-            from tokfst_cli.pipeline import promote
 
             out: list[int] = []
             for p in pretokenize(self.hf, text):

@@ -80,6 +80,6 @@ def counted(decoder, limit: int | None):
     """The decoder within ``limit`` tokens (itself when None)."""
     if limit is None:
         return decoder
-    from tokfst_cli.bpe.counted import CountedFactorized
+    from tokfst_cli.bpe.counted import CountedFactorized  # deferred: start-up: only this path needs it
 
     return CountedFactorized(decoder, limit)

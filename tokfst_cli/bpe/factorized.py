@@ -35,7 +35,9 @@ import zlib
 import numpy as np
 
 from tokfst_cli.bpe import implicit
-from tokfst_cli.bpe.live_table import NO_PATH
+from tokfst_cli.bpe.counted import CountedFactorized
+from tokfst_cli.bpe.live_table import NO_PATH, Liveness
+from tokfst_cli.bpe.pretokenized import MarkedFactorized
 from tokfst_cli.bpe.product import Factorized
 from tokfst_cli.decoding.healing import resume, stored_version
 from tokfst_cli.errors import InputError, InternalError
@@ -52,8 +54,6 @@ COUNTED = 5  # 5: version 3 plus ``max_tokens`` and the distances of the co-reac
 def to_bytes(decoder, pattern: str) -> bytes:
     """The artifact of a factorized decoder (``product.Factorized`` or ``pretokenized.MarkedFactorized``,
     or either within N tokens: ``counted.CountedFactorized``)."""
-    from tokfst_cli.bpe.counted import CountedFactorized
-
     limit = decoder.limit if isinstance(decoder, CountedFactorized) else None
     decoder = decoder.base if limit is not None else decoder
     marked = not isinstance(decoder, Factorized)
@@ -158,22 +158,16 @@ def from_bytes(data: bytes, model: TokenizerModel | None = None, source: str = "
     finals = finals.astype(bool)
     arcs = lambda s: (labels[offsets[s]:offsets[s + 1]], nexts[offsets[s]:offsets[s + 1]])  # noqa: E731
     if marked:
-        from tokfst_cli.bpe.pretokenized import MarkedFactorized
-
         decoder = _with_live(MarkedFactorized, arcs, finals, start, imp, live, damaged)
     else:
         decoder = _with_live(Factorized, arcs, finals, start, imp, live, damaged)
     if counted:
-        from tokfst_cli.bpe.counted import CountedFactorized
-
         return CountedFactorized(decoder, fields["max_tokens"])
     return resume(decoder, header, header["version"] == HEALED, damaged)
 
 
 def _with_live(kind, arcs, finals, start, imp, live, damaged):
     """The decoder with the stored co-reachability table (its width checked against the classes)."""
-    from tokfst_cli.bpe.live_table import Liveness
-
     try:
         decoder = kind(arcs, finals, start, imp, live=lambda word, arcs3: Liveness.from_arrays(word, arcs3, live))
     except (ValueError, InternalError):  # a table that does not fit its classes: damaged

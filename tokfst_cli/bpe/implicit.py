@@ -41,7 +41,8 @@ from tokfst_cli.bpe.canonical import rectangles, spine_order
 from tokfst_cli.bpe.hf import HfBpe
 from tokfst_cli.bpe.trace import MergeTable, derive
 from tokfst_cli.errors import InputError, UsageError
-from tokfst_cli.support.files import pack, unpack
+from tokfst_cli.support import cache
+from tokfst_cli.support.files import pack, read_artifact, unpack
 from tokfst_cli.tokenizer.model import TokenizerModel, model_text
 
 FORMAT = "tokfst-implicit-bpe"
@@ -383,8 +384,6 @@ def load_or_compile(model: TokenizerModel, artifact: str | None = None) -> Impli
     (with what it derives on use: rows, classes) while its entry is unchanged on disk
     (``cache.identity``), so the canonical builds of one process share it.
     """
-    from tokfst_cli.support import cache
-    from tokfst_cli.support.files import read_artifact
 
     if artifact is not None:
         return from_bytes(read_artifact(artifact, hint="rebuild-implicit"), model.fingerprint, artifact).attach(model)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tokfst_cli.bpe.fewest import layers
 from tokfst_cli.bpe.implicit import ImplicitBpe
 from tokfst_cli.bpe.live_table import Arcs, Liveness
 from tokfst_cli.bpe.units import UnitGraph, explore, special_unit
@@ -128,8 +129,6 @@ def _layered(word: Word, arcs: Arcs, graph: UnitGraph, preds: list[list[int]], r
              finals: np.ndarray, limit: int) -> Liveness:
     """``compute(limit=N)``: ``fewest.layers`` over the units, deciding each unit from its arcs
     and a layer's successor distances (``succ_ok``, ``end_ok``)."""
-    from tokfst_cli.bpe.fewest import layers
-
     imp = word.imp
     n_fb, n_cls = len(imp.fb_final), graph.width - 1
     relevant, cptr = graph.relevant()

@@ -25,6 +25,7 @@ from tokfst_cli.automata.arrays import fst_from_arrays
 from tokfst_cli.automata.bitsets import as_int32, as_words
 from tokfst_cli.bpe.counted import counted
 from tokfst_cli.bpe.implicit import ImplicitBpe
+from tokfst_cli.bpe.liveness import compute
 from tokfst_cli.bpe.product import sorted_arcs_reader
 from tokfst_cli.bpe.word import START, Word
 from tokfst_cli.decoding.matcher import Steps, unpack
@@ -115,8 +116,6 @@ class MarkedFactorized(Steps):
 
     def __init__(self, arcs: Callable[[int], tuple[np.ndarray, np.ndarray]], finals: np.ndarray, start: int,
                  imp: ImplicitBpe, live=None, limit: int | None = None):
-        from tokfst_cli.bpe.liveness import compute
-
         self._arcs, self.finals, self.start, self.imp = arcs, finals, start, imp
         self.word = Word(imp)
         self.bound = imp.vocab_size

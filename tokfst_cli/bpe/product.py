@@ -16,11 +16,13 @@ from collections.abc import Callable
 import numpy as np
 import pynini
 
-from tokfst_cli.automata.arrays import fst_from_arrays
+from tokfst_cli.automata.arrays import fst_arrays, fst_from_arrays
 from tokfst_cli.automata.bitsets import as_int32, as_words
 from tokfst_cli.bpe.explicit import START, ignore_merges_correction
 from tokfst_cli.bpe.implicit import ImplicitBpe
+from tokfst_cli.bpe.liveness import compute
 from tokfst_cli.bpe.word import Word, stepper
+from tokfst_cli.decoding.index import by_label
 from tokfst_cli.decoding.matcher import Steps, unpack
 from tokfst_cli.errors import DisallowedTokenError, EmptyLanguageError, LimitError
 
@@ -29,8 +31,6 @@ State = tuple[int, int, int, int]  # (state of S, class of last token | START | 
 
 def sorted_arcs_reader(fst: pynini.Fst) -> Callable[[int], tuple[np.ndarray, np.ndarray]]:
     """state -> (token ids sorted, next states), read in bulk (``artifacts.fst_arrays``, ``index.by_label``)."""
-    from tokfst_cli.automata.arrays import fst_arrays
-    from tokfst_cli.decoding.index import by_label
 
     a = fst_arrays(fst)
     bounds, label, dst = by_label(a.src, a.ilabel - 1, a.nextstate, len(a.final))
@@ -109,8 +109,6 @@ class Factorized(Steps):
     """
 
     def __init__(self, arcs, finals: np.ndarray, start: int, imp: ImplicitBpe, live=None, limit: int | None = None):
-        from tokfst_cli.bpe.liveness import compute
-
         self._arcs = arcs  # state -> (sorted token ids, next states), or a function computing it
         self.finals = finals
         self.start = start

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import Enum
+from pathlib import Path
 from typing import Optional
 
 import typer
@@ -28,11 +29,12 @@ class Mode(str, Enum):
     schemas = "schemas"
     terminals = "terminals"
     all = "all"
+    report = "report"
 
 
 MODE = typer.Argument(..., metavar="MODE",
                       help="table1, table2, paragraph, peers, masks, promote, canonical, maxmatch, check, compile, "
-                           "logits, ready, filters, inspect, schemas, terminals, or all.")
+                           "logits, ready, filters, inspect, schemas, terminals, or all; report renders results.")
 CORPUS = typer.Option(None, "--corpus", metavar="PATH",
                       help="Training text: a file, or a directory of *.txt files "
                            "[default: /usr/share/doc/python3.11/html/_sources].")
@@ -80,7 +82,12 @@ PLOT = typer.Option(None, "--plot", metavar="FILE",
                     help="Plot the scaling tables (time or size vs vocabulary) to FILE.svg or FILE.png.")
 VERBOSE = typer.Option(False, "-v", "--verbose", help="Progress lines on stderr.")
 # ---- bench schemas ----
-DIRECTORY = typer.Argument(None, metavar="DIR", help="schemas: a directory of JSON Schema files (*.json).")
+DIRECTORY = typer.Argument(None, metavar="DIR",
+                           help="schemas: a directory of JSON Schema files (*.json). report: a --json results file, "
+                                "or a directory of them (one page).")
+MARKDOWN = typer.Option(None, "--markdown", metavar="FILE",
+                        help="report: write the Markdown page to FILE ('-' = stdout) [default: stdout].")
+TITLE = typer.Option(None, "--title", metavar="TEXT", help="report: the page title [default: the DIR's name].")
 PEERS = typer.Option(True, "--peers/--no-peers", help="schemas: compile with outlines-core, llguidance, xgrammar too.")
 LIMIT = typer.Option(None, "--limit", min=1, metavar="N", help="schemas: the first N files of DIR (sorted) only.")
 TOKFST_TIMEOUT = typer.Option(120.0, "--tokfst-timeout", min=0.001, metavar="SECONDS",
@@ -100,15 +107,18 @@ def bench_cmd(
     rss_mb: str = RSS_MB, json_out: Optional[str] = JSON_OUT, csv_out: Optional[str] = CSV_OUT,
     plot: Optional[str] = PLOT, verbose: bool = VERBOSE, peers: bool = PEERS, limit: Optional[int] = LIMIT,
     tokfst_timeout: float = TOKFST_TIMEOUT, terminals: bool = TERMINALS,
+    markdown: Optional[str] = MARKDOWN, title: Optional[str] = TITLE,
 ) -> None:
     """Reproduce the paper's tables and time tokfst against its peers."""
-    from rich.console import Console
+    from rich.console import Console  # deferred: rich only where something is shown
 
-    from tokfst_cli.bench import run
+    from tokfst_cli.bench import run  # deferred: start-up: only this path needs it
 
+    if mode is Mode.report:
+        return _report(directory, markdown, title)
     if (mode is Mode.schemas) != (directory is not None):
-        raise typer.BadParameter("bench schemas takes a DIR of JSON Schemas; the other modes none",
-                                 param_hint="'DIR'")
+        raise typer.BadParameter("bench schemas takes a DIR of JSON Schemas, bench report a results file or DIR; "
+                                 "the other modes none", param_hint="'DIR'")
     if mode is Mode.schemas:
         return _schemas(schemas_request(directory, tokenizer, peers, repeat, timeout, tokfst_timeout, limit,
                                         terminals, json_out, csv_out), plot, verbose)
@@ -125,11 +135,22 @@ def bench_cmd(
     run.emit(doc, plan, OUT.err if json_out == "-" else Console(highlight=False), OUT.data)
 
 
+def _report(directory: Optional[str], markdown: Optional[str], title: Optional[str]) -> None:
+    """``tokfst bench report DIR``: a results page rendered from ``--json`` files (``report.page``)."""
+    from tokfst_cli.bench import report  # deferred: start-up: only this path needs it
+
+    if directory is None:
+        raise typer.BadParameter("bench report takes a results file or a directory of them", param_hint="'DIR'")
+    docs = report.read_documents([directory])
+    page = report.page(docs, title or Path(directory).stem)
+    OUT.data(markdown or "-", page.encode("utf-8"))
+
+
 def schemas_request(directory: str, tokenizer: Optional[list[str]], peers: bool, repeat: Optional[int],
                     timeout: Optional[float], tokfst_timeout: float, limit: Optional[int], terminals: bool,
                     json_out: Optional[str], csv_out: Optional[str]):
     """The options of ``tokfst bench schemas DIR`` as a ``bench.schemas.Request``."""
-    from tokfst_cli.bench import schemas
+    from tokfst_cli.bench import schemas  # deferred: start-up: only this path needs it
 
     return schemas.Request(directory, tokenizer or [], peers, repeat or 1,
                            schemas.TIMEOUT if timeout is None else timeout, tokfst_timeout, limit, terminals,
@@ -138,9 +159,9 @@ def schemas_request(directory: str, tokenizer: Optional[list[str]], peers: bool,
 
 def _schemas(req, plot: Optional[str], verbose: bool) -> None:
     """``tokfst bench schemas DIR``: :mod:`tokfst_cli.bench.schemas`."""
-    from rich.console import Console
+    from rich.console import Console  # deferred: rich only where something is shown
 
-    from tokfst_cli.bench import schemas
+    from tokfst_cli.bench import schemas  # deferred: start-up: only this path needs it
 
     if plot is not None:
         raise typer.BadParameter("bench schemas has no scaling table to plot", param_hint="'--plot'")

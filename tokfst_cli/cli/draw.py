@@ -75,7 +75,7 @@ def _check_options(regex: str | None, vocab: str | None, maxmatch: bool, stages:
 def _automaton(src: str | None, regex: str | None, vocab: str | None, maxmatch: bool, pretokenizer: str | None):
     """What to draw: P or A o P, the promoted automaton (-e and --vocab), A (-e), T or T_Aho (--vocab), or IN."""
     if pretokenizer is not None:
-        from tokfst_cli.pretok.build import for_tokenizer
+        from tokfst_cli.pretok.build import for_tokenizer  # deferred: start-up: only this path needs it
 
         return for_tokenizer(pretokenizer, regex)
     if regex is not None and vocab is not None:

@@ -118,15 +118,15 @@ Examples:
   tokfst promote gpt2 -e '[0-9]{4}-[0-9]{2}-[0-9]{2}' date.fst
   tokfst promote gpt2 -e '(Paris|Lyon)\\.' --canonical --prompt 'The capital of France is ' \\
       --format index capital.json
-  tokfst promote llama2.json -f email.re --format index > email.json
-  tokfst promote llama2.json -e '(中|켤)' --no-byte-tokens | tokfst draw - bytes.svg
-  tokfst promote gpt2 --schema person.schema.json --canonical --format index > person.json
-  tokfst promote gpt2 --schema person.schema.json --format index > person-terminals.json
+  tokfst promote tests/data/llama2.json -f examples/email.re --format index > email.json
+  tokfst promote tests/data/llama2.json -e '(中|켤)' --no-byte-tokens | tokfst draw - bytes.svg
+  tokfst promote gpt2 --schema examples/person.schema.json --canonical --format index > person.json
+  tokfst promote gpt2 --schema examples/person.schema.json --format index > person-terminals.json
   tokfst promote gpt2 -e 'Summary:(\\n\\* (?P<PARAGRAPH_TOKEN>)+){3,5}' --format index > summary.json
   tokfst promote gpt2 -e '[A-Za-zα-ω ]{1,12}' --scripts Greek --fuse-spaces --max-tokens 4 > greek.fst
   tokfst promote gpt2 -e '(Cologne|Berlin)' | fstprint | head
-  tokfst promote bert.json -e '[0-9]{4}-[0-9]{2}-[0-9]{2}' --canonical date.fst
-  tokfst promote bert.json -e '[a-z]+( [a-z]+){0,3}' --canonical --format index > words.tfz
+  tokfst promote tests/data/bert-base-uncased.json -e '[0-9]{4}-[0-9]{2}-[0-9]{2}' --canonical date.fst
+  tokfst promote tests/data/bert-base-uncased.json -e '[a-z]+( [a-z]+){0,3}' --canonical --format index > words.tfz
 """
 
 DRAW = """\
@@ -202,8 +202,9 @@ unsupported tokenizer, an artifact for another tokenizer); 3 a limit, as for eve
 \b
 Examples:
   echo '464 3290' | tokfst canonical-check gpt2
-  tokfst canonical-check llama2.json seqs.txt --json --artifact llama2.bpe
-  tokfst canonical-check bert.json --input tokens <<< 'un ##af ##fa ##ble'
+  tokfst compile-bpe tests/data/llama2.json llama2.bpe
+  tokfst canonical-check tests/data/llama2.json examples/seqs.txt --json --artifact llama2.bpe
+  tokfst canonical-check tests/data/bert-base-uncased.json --input tokens <<< 'un ##af ##fa ##ble'
 """
 
 COMPILE_BPE = """\
@@ -227,9 +228,9 @@ made exact for merge lists out of rank order) applied to Sigma*.
 
 \b
 Examples:
-  tokfst compile-bpe llama2.json llama2.bpe
+  tokfst compile-bpe tests/data/llama2.json llama2.bpe
   tokfst compile-bpe --info llama2.bpe --json
-  tokfst compile-bpe small.json small-abpe.fst --form fst
+  tokfst compile-bpe examples/small.json small-abpe.fst --form fst
 """
 
 COMPILE_MAXMATCH = """\
@@ -254,9 +255,9 @@ computes MIN(PROJ(X o T_Aho)). The transducer is cached by tokenizer fingerprint
 
 \b
 Examples:
-  tokfst compile-maxmatch bert.json bert-taho.fst
-  tokfst compile-maxmatch bert.json --info --json
-  tokfst promote bert.json -e '[0-9]{4}' --canonical --method aho --artifact bert-taho.fst
+  tokfst compile-maxmatch tests/data/bert-base-uncased.json bert-taho.fst
+  tokfst compile-maxmatch tests/data/bert-base-uncased.json --info --json
+  tokfst promote tests/data/bert-base-uncased.json -e '[0-9]{4}' --canonical --method aho --artifact bert-taho.fst
 """
 
 BENCH = """\
@@ -336,14 +337,14 @@ internal equivalence check fails.
 \b
 Examples:
   tokfst bench table1 --vocab-sizes 4000,8000 --timeout 300 --json t1.json
-  tokfst bench table2 --tokenizer llama2.json --tokenizer gpt2 --plot t2.svg
+  tokfst bench table2 --tokenizer tests/data/llama2.json --tokenizer gpt2 --plot t2.svg
   tokfst bench peers --tokenizer gpt2 -e '[0-9]{4}-[0-9]{2}-[0-9]{2}'
-  tokfst bench all --corpus notes.txt --vocab-sizes 300,400 --words 5 --trials 3
-  tokfst bench promote --tokenizer llama2.json --tokenizer gpt2 --repeat 7
+  tokfst bench all --corpus examples/notes.txt --vocab-sizes 300,400 --words 5 --trials 3
+  tokfst bench promote --tokenizer tests/data/llama2.json --tokenizer gpt2 --repeat 7
   tokfst bench canonical --tokenizer gpt2 --named date,email
-  tokfst bench maxmatch --tokenizer bert-base-uncased.json --json mm.json
-  tokfst bench check --tokenizer gpt2 --tokenizer bert-base-uncased.json --rss-mb 10,100
-  tokfst bench compile --tokenizer gpt2 --tokenizer gemma3.json --repeat 3
+  tokfst bench maxmatch --tokenizer tests/data/bert-base-uncased.json --json mm.json
+  tokfst bench check --tokenizer gpt2 --tokenizer tests/data/bert-base-uncased.json --rss-mb 10,100
+  tokfst bench compile --tokenizer gpt2 --tokenizer tests/data/llama2.json --repeat 3
   tokfst bench schemas tests/data/schemas --tokenizer gpt2 --json schemas.json
 """
 
@@ -405,7 +406,9 @@ Examples:
   tokfst sample gpt2 cities.json -n 1000 --seed 1 --json samples.jsonl
   tokfst promote gpt2 -e '[0-9]{1,3}' digits.fst
   tokfst sample gpt2 digits.fst -n 5 --uniform strings --output tokens
-  tokfst sample llama2.json words.tfz --max-tokens 16 --output text
+  tokfst promote tests/data/bert-base-uncased.json -e '[a-z]+( [a-z]+){0,3}' --canonical --format index \\
+      > words.tfz
+  tokfst sample tests/data/bert-base-uncased.json words.tfz --max-tokens 16 --output text
 """
 
 CACHE = """\
@@ -510,9 +513,10 @@ skippable_steps, skip_rate. ARTIFACT: {"artifact", "automata": {"artifact": {...
 \b
 Examples:
   tokfst inspect gpt2 -e '(Cologne|Berlin|Bonn|Munich)'
-  tokfst inspect llama2.json -f pokedex.re --samples 1000 --seed 0 --json
+  tokfst inspect tests/data/llama2.json -f examples/pokedex.re --samples 1000 --seed 0 --json
   tokfst inspect gpt2 -e '[a-z]+( [a-z]+){0,3}' --max-len 24
-  tokfst inspect gpt2 date.json
+  tokfst promote gpt2 -e '[0-9]{4}-[0-9]{2}-[0-9]{2}' date.fst
+  tokfst inspect gpt2 date.fst
 """
 
 # global options kept by the supervisor (tokfst_cli.support.guard)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import time
 from enum import Enum
 from typing import Optional
 
@@ -141,7 +143,7 @@ def _check_lazy(canonical: bool, filters: Filters, prompt: str | None, terminals
                 method: Method | None, artifact: str | None) -> None:
     """Refuse what --format lazy does not take, before anything is loaded: it is the agnostic
     automaton, filtered at most at the text level (``lazy.check_filters``)."""
-    from tokfst_cli.promotion.lazy import check_filters
+    from tokfst_cli.promotion.lazy import check_filters  # deferred: start-up: only this path needs it
 
     given = [name for name, on in (("--canonical", canonical), ("--prompt", prompt is not None),
                                    ("--terminals", terminals is True), ("--method", method is not None),
@@ -156,11 +158,9 @@ def _check_lazy(canonical: bool, filters: Filters, prompt: str | None, terminals
 def _write_lazy(tokenizer: str, source, pattern: str, filters: Filters, max_states: int, no_cache: bool,
                 out: str | None, verbose: bool) -> None:
     """--format lazy: ``lazy.artifact`` of the byte DFA for the tokenizer."""
-    import time
-
-    from tokfst_cli.promotion import lazy
-    from tokfst_cli.promotion.byte_table import to_bytes
-    from tokfst_cli.text.regex import compile_regex
+    from tokfst_cli.promotion import lazy  # deferred: start-up: only this path needs it
+    from tokfst_cli.promotion.byte_table import to_bytes  # deferred: start-up: only this path needs it
+    from tokfst_cli.text.regex import compile_regex  # deferred: start-up: only this path needs it
 
     OUT.refuse_binary_tty(out, "a lazy artifact")
     start = time.perf_counter()
@@ -177,7 +177,7 @@ def _write_lazy(tokenizer: str, source, pattern: str, filters: Filters, max_stat
 
 
 def _token_groups(pattern: str) -> bool:
-    from tokfst_cli.text.groups import rewrite
+    from tokfst_cli.text.groups import rewrite  # deferred: start-up: only this path needs it
 
     return any(g.name.endswith("_TOKEN") for g in rewrite(pattern)[1])
 
@@ -189,9 +189,8 @@ def read_schema(path: str | None, regex: str | None, regex_file: str | None, whi
         return None
     if regex is not None or regex_file is not None:
         raise InputError("give a regex (-e, -f) or --schema, not both", "drop one of them")
-    import json
 
-    from tokfst_cli import schema as schema_mod
+    from tokfst_cli import schema as schema_mod  # deferred: start-up: only this path needs it
 
     try:
         doc = json.loads(read_text(path, "schema file"))

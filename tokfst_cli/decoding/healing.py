@@ -26,6 +26,7 @@ import pynini
 from tokfst_cli.automata.fsts import text_acceptor
 from tokfst_cli.errors import DisallowedTokenError, InputError
 from tokfst_cli.tokenizer.model import TokenizerModel
+from tokfst_cli.tokenizer.reference import HfReference
 
 
 @dataclass
@@ -69,8 +70,6 @@ def prefixed(model: TokenizerModel, fst: pynini.Fst, prompt: str) -> pynini.Fst:
 
 def encode(model: TokenizerModel, prompt: str) -> list[int]:
     """``encode(prompt, add_special_tokens=False).ids`` of Hugging Face's tokenizer."""
-    from tokfst_cli.tokenizer.reference import HfReference
-
     try:
         hf = HfReference(model).hf
     except Exception as e:  # tokenizers raises its own Exception type

@@ -54,8 +54,8 @@ INSTALL = "pip install 'tokfst[hf]'"
 def _require() -> tuple[Any, Any]:
     """(torch, transformers), or an InputError naming the extra that installs them."""
     try:
-        import torch
-        import transformers
+        import torch  # deferred: optional dependency (tokfst[hf])
+        import transformers  # deferred: optional dependency (tokfst[hf])
     except ImportError as e:
         raise InputError(f"constrained generation needs torch and transformers ({e.name} is not installed)",
                          f"install them with {INSTALL}", hint="hf-extra") from None

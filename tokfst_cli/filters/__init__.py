@@ -1,11 +1,9 @@
-"""Modular filters composed into the pipeline (Pitfalls 2025 Sec. 4): which ones a constraint asks for.
+"""Modular filters (Pitfalls 2025 Sec. 4), between stages A and S (text level) and S and C (token level).
 
-Text-level filters restrict the regex's language before stage P (stage A's output):
-``scripts`` / ``ascii`` (Sec. 4.2, mono- vs multi-linguality; App. A.4), ``nfc`` (Sec. 4.1,
-canonical Unicode): MIN(A ∩ F) with F a tokenizer-independent byte DFA (:mod:`.text`).
-Token-level filters restrict stage S's token automaton before stage C: ``literal_ascii`` /
-``no_byte_tokens`` (Sec. 4.3, characters vs bytes; :mod:`.bytes`), ``fuse_spaces`` (Sec. 4.5,
-isolated spaces; :mod:`.tokens`), ``max_tokens`` (sequences of at most N tokens, Pitfalls 2025 App. B's
-Gamma^k; :mod:`.length`): S ∩ F with F a DFA over token labels. Canonical filtering commutes with
-both: C(S ∩ F) = C(S) ∩ F. A filter that leaves nothing raises ``EmptyLanguageError``
-(hint ``filters-empty``); an unknown script ``InputError`` (hint ``scripts``)."""
+    compose   which filters a constraint asks for (``Filters``), applied in order
+    text      scripts, ascii, nfc: byte DFAs intersected with stage A's output
+    bytes     literal_ascii, no_byte_tokens: token DFAs over the vocabulary
+    tokens    fuse_spaces, and the token-level product in bulk
+    length    max_tokens: at most N tokens (App. B's Gamma^k)
+    product   intersections over arc arrays
+"""

@@ -22,7 +22,7 @@ from tokfst_cli.errors import InputError
 from tokfst_cli.tokenizer.model import TokenizerModel
 
 if TYPE_CHECKING:
-    from tokfst_cli.automata.arrays import FstArrays
+    from tokfst_cli.automata.arrays import FstArrays  # deferred: start-up: only this path needs it
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class Filters:
             object.__setattr__(self, "scripts", (self.scripts,))
         object.__setattr__(self, "scripts", tuple(self.scripts))
         if self.scripts:
-            from tokfst_cli.filters.text import check_script
+            from tokfst_cli.filters.text import check_script  # deferred: start-up: only this path needs it
 
             for name in self.scripts:
                 check_script(name)
@@ -71,7 +71,7 @@ TEXT = ("scripts", "ascii", "nfc")
 
 def apply_text(model: TokenizerModel, fst: pynini.Fst, filters: Filters) -> pynini.Fst:
     """A ∩ F_text: the regex's byte DFA restricted by the text-level filters (minimal DFA)."""
-    from tokfst_cli.filters import text
+    from tokfst_cli.filters import text  # deferred: start-up: only this path needs it
 
     if not filters.text_level():
         return fst
@@ -94,8 +94,8 @@ def apply_tokens_arrays(model: TokenizerModel, fst: pynini.Fst, filters: Filters
                         agnostic: bool = False) -> tuple[pynini.Fst, FstArrays | None]:
     """:func:`apply_tokens` and the result's arcs where they are known without reading them
     (S's own, or made over S's; None else), for the decoder."""
-    from tokfst_cli.filters import bytes as byte_filters
-    from tokfst_cli.filters import length, tokens
+    from tokfst_cli.filters import bytes as byte_filters  # deferred: start-up: only this path needs it
+    from tokfst_cli.filters import length, tokens  # deferred: start-up: only this path needs it
 
     if not filters.token_level():
         return fst, arrays

@@ -26,7 +26,7 @@ import numpy as np
 import pynini
 
 from tokfst_cli.automata.arrays import FstArrays, fst_arrays, fst_from_arrays
-from tokfst_cli.automata.graph import distinct_edges
+from tokfst_cli.automata.graph import backward, distinct_edges
 from tokfst_cli.decoding.matcher import Steps
 from tokfst_cli.errors import DisallowedTokenError, LimitError, UsageError
 
@@ -119,8 +119,6 @@ def fewest(num_states: int, final: np.ndarray, src: np.ndarray, dst: np.ndarray)
         return np.zeros(0, np.int64)
     s, d = distinct_edges(np.asarray(src, np.int64), np.asarray(dst, np.int64), num_states)
     if len(s) <= FEW_EDGES:
-        from tokfst_cli.automata.graph import backward
-
         back: list[list[int]] = [[] for _ in range(num_states)]
         for p, q in zip(s.tolist(), d.tolist()):
             back[q].append(p)

@@ -25,6 +25,7 @@ import numpy as np
 import pynini
 
 from tokfst_cli.automata.arrays import FstArrays, fst_arrays
+from tokfst_cli.automata.graph import kept_states, trim_mask
 
 MAX_STATES = 8  # filters with more states go to OpenFst's intersect (one pass over S's arcs per state here)
 _WEIGHTS = np.random.default_rng(0x7F4A7C15).integers(1, 1 << 63, 1 << 16, dtype=np.uint64)  # per label, grown
@@ -68,8 +69,6 @@ def intersect(a: FstArrays, delta: np.ndarray) -> tuple[FstArrays, np.ndarray] |
     """S ∩ F (trimmed, states renumbered in order) and the F state of each of its states; ``a``:
     S's arcs (grouped by state), ``delta``: :func:`table` of F (state 0 = start, every state
     final). None past ``graph.TRIM_EDGES`` (the caller intersects with OpenFst)."""
-    from tokfst_cli.automata.graph import kept_states, trim_mask
-
     n, k = len(a.final), delta.shape[0]
     src, lab, dst = (np.asarray(x, np.int64) for x in (a.src, a.ilabel, a.nextstate))
     degree = np.bincount(src, minlength=n)

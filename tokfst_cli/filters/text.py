@@ -26,8 +26,10 @@ import numpy as np
 import pynini
 
 from tokfst_cli.automata import utf8
+from tokfst_cli.automata.fst_io import cached_fst
 from tokfst_cli.automata.fsts import ranges_acceptor
 from tokfst_cli.errors import EmptyLanguageError, InputError
+from tokfst_cli.pretok.unicode_norm import normal_form
 
 ALWAYS = ("Common", "Inherited")  # Script values every script filter lets through
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9 _-]*")
@@ -45,7 +47,7 @@ def script_values() -> dict[str, str]:
     Read from ``regex``'s own property table; ``{}`` if this version of ``regex`` does not expose
     it (then names are checked by compiling ``\\p{Script=name}``)."""
     try:
-        import regex._regex as core
+        import regex._regex as core  # deferred: the regex package's Unicode tables (start-up)
 
         values = core.get_properties()["SCRIPT"][1]
     except (ImportError, AttributeError, KeyError, TypeError):
@@ -84,7 +86,7 @@ def check_script(name: str) -> str:
 
 
 def _compiles(key: str) -> bool:
-    import regex
+    import regex  # deferred: the regex package's Unicode tables (start-up)
 
     try:
         regex.compile(rf"\p{{Script={key}}}")
@@ -103,7 +105,7 @@ def _all_scalars() -> str:
 @lru_cache(maxsize=None)
 def script_ranges(key: str) -> tuple[tuple[int, int], ...]:
     """The code point ranges of Script value ``key`` (a loose name, :func:`check_script`)."""
-    import regex
+    import regex  # deferred: the regex package's Unicode tables (start-up)
 
     gap = utf8.SURROGATES[1] - utf8.SURROGATES[0] + 1
 
@@ -124,9 +126,8 @@ def _closure_dfa(ranges: list[tuple[int, int]]) -> pynini.Fst:
 def scripts_filter(keys: tuple[str, ...]) -> pynini.Fst:
     """F for the Script values ``keys`` (sorted loose names) plus Common and Inherited (cached on
     disk per ``regex`` version)."""
-    import regex
+    import regex  # deferred: the regex package's Unicode tables (start-up)
 
-    from tokfst_cli.automata.fst_io import cached_fst
 
     every = sorted({*keys, *map(_loose, ALWAYS)})
     digest = hashlib.sha256(",".join(every).encode()).hexdigest()[:16]
@@ -142,8 +143,6 @@ def ascii_filter() -> pynini.Fst:
 
 def nfc_filter() -> pynini.Fst:
     """F = the texts HF's NFC leaves unchanged (cached by ``unicode_norm``)."""
-    from tokfst_cli.pretok.unicode_norm import normal_form
-
     return normal_form("NFC")
 
 

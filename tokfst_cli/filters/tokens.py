@@ -44,6 +44,8 @@ from tokfst_cli.automata.arrays import FstArrays, fst_arrays, fst_from, fst_from
 from tokfst_cli.automata.fst_io import cached_fst
 from tokfst_cli.automata.graph import kept_states, trim_mask
 from tokfst_cli.errors import EmptyLanguageError
+from tokfst_cli.filters import product
+from tokfst_cli.filters.product import table
 from tokfst_cli.tokenizer.model import TokenizerModel
 
 CACHED_FILTERS = 16  # filter DFAs kept per process
@@ -77,8 +79,6 @@ def from_arcs(num_states: int, src: np.ndarray, lab: np.ndarray, dst: np.ndarray
 
 def describe(f: pynini.Fst, labels: int) -> TokenFilter:
     """F with its start state's loops and missing labels, and its transition table."""
-    from tokfst_cli.filters.product import table
-
     a = fst_arrays(f)
     start = a.src == a.start
     loop = np.zeros(labels, bool)
@@ -146,8 +146,6 @@ def restrict(model: TokenizerModel, fst: pynini.Fst, steps: list[tuple[str, Call
     """S ∩ F for each (name, builder) of ``steps`` with the shortcuts of the module docstring:
     (the result, whether it needs minimizing, its arcs if known). ``arrays``: S's arcs, if read
     already; ``agnostic``: S is stage S's agnostic automaton, as promoted."""
-    from tokfst_cli.filters import product
-
     used, dirty = None, False  # the labels S uses (sorted)
     plain = agnostic  # still S's own states, each with its own text language
     for name, build in steps:

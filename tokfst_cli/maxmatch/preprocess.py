@@ -37,6 +37,7 @@ from tokfst_cli.automata.fst_io import cached_fst
 from tokfst_cli.automata.fsts import linear, ranges_acceptor
 from tokfst_cli.automata.symbols import MARKER, marked_pieces
 from tokfst_cli.errors import InputError, TokfstError
+from tokfst_cli.support import cache
 from tokfst_cli.tokenizer.model import TokenizerModel
 
 NORMALIZERS = ("BertNormalizer", "Lowercase")
@@ -119,8 +120,6 @@ def _config_key(model: TokenizerModel, *extra: Any) -> str:
 def tables(model: TokenizerModel) -> Tables:
     """The per-character tables, from the cache (sealed, verified on read) or computed with the
     tokenizers library (~4 s)."""
-    from tokfst_cli.support import cache
-
     path = cache.cache_dir() / (f"v{_TABLE_VERSION}-pretables-"
                                 f"{_config_key(model, _TABLE_VERSION, tokenizers.__version__)}.json")
     data = cache.load(path)

@@ -30,7 +30,7 @@ from tokfst_cli.automata.symbols import MARKER, UNKSYM
 from tokfst_cli.decoding.matcher import Steps
 from tokfst_cli.errors import DisallowedTokenError, EmptyLanguageError, LimitError
 from tokfst_cli.maxmatch import preprocess
-from tokfst_cli.maxmatch.liveness import CLOSED, IN, START
+from tokfst_cli.maxmatch.liveness import CLOSED, IN, START, Liveness
 from tokfst_cli.maxmatch.taho import Tries
 from tokfst_cli.maxmatch.wordtext import all_text, longest_word, max_chars, text_automaton
 from tokfst_cli.tokenizer.model import TokenizerModel
@@ -242,8 +242,6 @@ class Canonical(Steps):
     @property
     def liveness(self):
         if self._liveness is None:
-            from tokfst_cli.maxmatch.liveness import Liveness
-
             self._liveness = Liveness(self)
         return self._liveness
 

@@ -20,15 +20,18 @@ are read off the component itself by :mod:`.charclass`.
 
 from __future__ import annotations
 
+import json
 import re
 from functools import lru_cache
 
 import pynini
 
-from tokfst_cli.automata.fsts import linear
-from tokfst_cli.automata.symbols import MARKER
+from tokfst_cli.automata.fsts import linear, ranges_acceptor
+from tokfst_cli.automata.symbols import MARKER, byte_table, text_byte_table
 from tokfst_cli.errors import InputError
 from tokfst_cli.pretok import charclass, split, unicode_norm
+from tokfst_cli.text.regex import compile_regex
+from tokfst_cli.tokenizer.model import load
 
 GPT2_PATTERN = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
 BEHAVIOR = {"Isolated": "isolated", "Removed": "removed", "MergedWithPrevious": "merged_with_previous",
@@ -89,8 +92,8 @@ def _set_pattern(name: str, ranges: charclass.Ranges, plus: bool) -> tuple[str, 
 @lru_cache(maxsize=None)
 def _probed(component: str) -> tuple[tuple[int, int], ...]:
     """The characters a set-based pre-tokenizer treats specially, read off HF itself."""
-    import numpy as np
-    from tokenizers import pre_tokenizers as pt
+    import numpy as np  # deferred: start-up of the command line
+    from tokenizers import pre_tokenizers as pt  # deferred: HF's tokenizers only where the oracle is asked (start-up)
 
     text = charclass._all_scalars()
     if component in ("WhitespaceSplit", "Punctuation"):  # the characters they remove
@@ -209,15 +212,11 @@ def _restricting(spec: dict | None) -> bool:
 def domain(spec: dict | None) -> tuple[pynini.Fst, ...] | None:
     """DFAs whose intersection is the set of texts the normalizer is modelled on (P's domain, the
     pre-tokenizers being total), cheapest first; None when that is every text."""
-    import json
-
     return _domain(json.dumps(spec, sort_keys=True)) if _restricting(spec) else None
 
 
 @lru_cache(maxsize=None)
 def _domain(key: str) -> tuple[pynini.Fst, ...]:
-    import json
-
     spec = json.loads(key)
     items = (spec.get("normalizers") or []) if spec.get("type") == "Sequence" else [spec]
     items = items[: max(i for i, item in enumerate(items) if _restricting(item)) + 1]  # the rest is total
@@ -257,7 +256,7 @@ def _output(fst: pynini.Fst) -> bytes:
 @lru_cache(maxsize=None)
 def _lowercase_table() -> tuple[tuple[tuple[int, int], ...], tuple[tuple[str, str], ...]]:
     """HF's Lowercase per character (it maps characters one by one): kept ranges and changed pairs."""
-    from tokenizers import normalizers as nm
+    from tokenizers import normalizers as nm  # deferred: HF's tokenizers only where the oracle is asked (start-up)
 
     text = charclass._all_scalars().replace("\0", "")
     lowered = nm.Lowercase().normalize_str("\0".join(text)).split("\0")
@@ -265,13 +264,11 @@ def _lowercase_table() -> tuple[tuple[tuple[int, int], ...], tuple[tuple[str, st
         raise UnsupportedComponent("normalizer", "Lowercase", " (not character by character in this version)")
     same = [ord(c) for c, low in zip(text, lowered) if c == low] + [0]
     changed = tuple((c, low) for c, low in zip(text, lowered) if c != low)
-    import numpy as np
+    import numpy as np  # deferred: start-up of the command line
     return tuple(charclass.ranges_of(np.array(same, np.int64))), changed
 
 
 def _lowercase() -> pynini.Fst:
-    from tokfst_cli.automata.fsts import ranges_acceptor
-
     kept, changed = _lowercase_table()
     pairs = [pynini.cross(_text(c), _text(low)) for c, low in changed]
     return pynini.union(ranges_acceptor(list(kept)), *pairs).closure().optimize()
@@ -279,8 +276,6 @@ def _lowercase() -> pynini.Fst:
 
 def _strip(left: bool, right: bool) -> pynini.Fst:
     """HF's Strip: whitespace (Rust's char::is_whitespace) removed at the start and/or end of the text."""
-    from tokfst_cli.automata.fsts import ranges_acceptor
-
     ws = list(_probed("WhitespaceSplit"))
     space, other = ranges_acceptor(ws), ranges_acceptor(charclass.complement(ws))
     drop = pynini.cross(space, pynini.accep("")).closure()
@@ -311,11 +306,6 @@ def _then(first: pynini.Fst, second: pynini.Fst, optimize: bool = True) -> pynin
 
 def for_tokenizer(name_or_path: str, pattern: str | None = None) -> pynini.Fst:
     """P of a tokenizer (a path or a bundled name), or A o P for a regex, with symbol tables."""
-    import json
-
-    from tokfst_cli.automata.symbols import byte_table, text_byte_table
-    from tokfst_cli.text.regex import compile_regex
-    from tokfst_cli.tokenizer.model import load
 
     model = load(name_or_path)  # validates the file, one-line errors
     p = transducer(json.loads(open(model.source, encoding="utf-8").read()))

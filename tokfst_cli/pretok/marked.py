@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 import pynini
 
-from tokfst_cli.automata.fsts import ranges_acceptor
+from tokfst_cli.automata.arrays import fst_from_arrays
+from tokfst_cli.automata.fsts import linear, ranges_acceptor
 from tokfst_cli.errors import LimitError
 from tokfst_cli.pretok import charclass
 from tokfst_cli.pretok.pattern import ASSERT, CHAR, EOT, MATCH, SPLIT, Nfa, _refuse, compile_pattern
@@ -187,9 +188,8 @@ TYPED_MATCH, TYPED_GAP = 259, 260  # labels of the typed markers <m and <g (afte
 def marked_language(pattern: str, max_states: int = 200_000, extra: dict | None = None) -> pynini.Fst:
     """The marked DFA over UTF-8 bytes: every piece preceded by its typed marker (<m or <g)."""
     d = marked_dfa(pattern, max_states, extra)
-    import numpy as np
+    import numpy as np  # deferred: start-up of the command line
 
-    from tokfst_cli.automata.arrays import fst_from_arrays
 
     arcs = np.array(d.arcs, np.int64).reshape(-1, 3)
     m = fst_from_arrays(len(d.states), 0, np.array(d.final, bool), arcs[:, 0], arcs[:, 1] + 1, arcs[:, 1] + 1,
@@ -203,6 +203,4 @@ def marked_language(pattern: str, max_states: int = 200_000, extra: dict | None 
 
 
 def _label(lab: int) -> pynini.Fst:
-    from tokfst_cli.automata.fsts import linear
-
     return linear([lab])

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pynini
 
-from tokfst_cli.automata.fsts import linear
+from tokfst_cli.automata.fsts import linear, text_acceptor
 from tokfst_cli.automata.symbols import MARKER, marked_pieces
 from tokfst_cli.errors import InputError, InternalError, UsageError
 from tokfst_cli.pretok.marked import TYPED_GAP, TYPED_MATCH, marked_language
@@ -105,8 +105,6 @@ def _label(lab: int) -> pynini.Fst:
 
 def apply(p: pynini.Fst, text: str) -> list[str]:
     """The pieces P cuts ``text`` into (the unique output path)."""
-    from tokfst_cli.automata.fsts import text_acceptor
-
     out = pynini.determinize(pynini.compose(text_acceptor(text), p).project("output").rmepsilon()).minimize()
     labels, state, zero = [], out.start(), pynini.Weight.zero(out.weight_type())
     while state != pynini.NO_STATE_ID:

@@ -45,8 +45,13 @@ from functools import lru_cache
 import numpy as np
 import pynini
 
+from tokfst_cli.automata.fst_io import cached_fst
 from tokfst_cli.errors import InputError, UsageError
 from tokfst_cli.pretok import charclass
+from tokfst_cli.pretok.classdfa import to_bytes
+from tokfst_cli.support import cache
+from tokfst_cli.support.cache import cache_dir
+from tokfst_cli.support.files import FORMAT_VERSION
 
 FORMS = ("NFC", "NFD", "NFKC", "NFKD")
 COMPOSING = ("NFC", "NFKC")
@@ -76,7 +81,7 @@ class Tables:
 
 # ---- reading the tables off HF ----------------------------------------------------------------
 def _normalize(form: str, texts: list[str]) -> list[str]:
-    from tokenizers import normalizers as nm
+    from tokenizers import normalizers as nm  # deferred: HF's tokenizers only where the oracle is asked (start-up)
 
     out = getattr(nm, form)().normalize_str("\0".join(texts)).split("\0")
     if len(out) != len(texts):
@@ -88,7 +93,7 @@ def _probe_all() -> tuple[np.ndarray, np.ndarray]:
     """NFKD of PROBE_BEFORE c PROBE_AFTER for every scalar c but NUL: (NFKD-stable, non-starter) flags.
 
     A stable c is in its output; it is reordered iff 0 < ccc(c) (the probes' classes are 240 and 1)."""
-    from tokenizers import normalizers as nm
+    from tokenizers import normalizers as nm  # deferred: HF's tokenizers only where the oracle is asked (start-up)
 
     scalars = charclass.MAX_CP + 1 - (charclass.SURROGATES[1] - charclass.SURROGATES[0] + 1)
     cps = charclass._code_point(np.arange(1, scalars))  # no NUL: it is the separator
@@ -205,10 +210,8 @@ def compose_run(t: Tables, chars: tuple[int, ...]) -> list[int]:
 
 
 def _cache_path():
-    import tokenizers
+    import tokenizers  # deferred: HF's tokenizers only where the oracle is asked (start-up)
 
-    from tokfst_cli.support.cache import cache_dir
-    from tokfst_cli.support.files import FORMAT_VERSION
 
     return cache_dir() / f"v{FORMAT_VERSION}-pretok-unicode-{tokenizers.__version__}-{VERSION}.json"
 
@@ -216,8 +219,6 @@ def _cache_path():
 @lru_cache(maxsize=None)
 def tables() -> Tables:
     """HF's tables, read off ``tokenizers`` (cached on disk per tokenizers version)."""
-    from tokfst_cli.support import cache
-
     path = _cache_path()
     data = cache.load(path)
     if data is not None:
@@ -338,10 +339,8 @@ def char_dfa(form: str, composing: bool = True) -> tuple[np.ndarray, np.ndarray]
 def normal_form(form: str) -> pynini.Fst:
     """The minimal DFA of F = {x : HF's normalizer ``form`` leaves x unchanged} over UTF-8 bytes
     (labels byte + 1; cached on disk per tokenizers version)."""
-    import tokenizers
+    import tokenizers  # deferred: HF's tokenizers only where the oracle is asked (start-up)
 
-    from tokfst_cli.automata.fst_io import cached_fst
-    from tokfst_cli.pretok.classdfa import to_bytes
 
     if form not in FORMS:
         raise UsageError(f"not a Unicode normal form: {form}")
@@ -357,7 +356,5 @@ def normal_form(form: str) -> pynini.Fst:
 def ordered_form(form: str) -> pynini.Fst:
     """The DFA of the texts of ``form``-stable characters with marks in canonical order (NFD's F for
     NFD; for NFC a superset of F of 55 states, a quick first test of containment)."""
-    from tokfst_cli.pretok.classdfa import to_bytes
-
     delta, cls_of = char_dfa(form, composing=False)
     return to_bytes(delta, cls_of).minimize().arcsort("ilabel")

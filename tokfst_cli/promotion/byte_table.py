@@ -25,6 +25,7 @@ from tokfst_cli.errors import EmptyLanguageError, InputError, LimitError
 from tokfst_cli.promotion.trie import MAX_CELLS
 from tokfst_cli.support.files import pack, unpack
 from tokfst_cli.text.regex import ByteAutomaton, determinize_bounded
+from tokfst_cli.text.terminals import placeholder_kinds
 
 MAGIC = b"TOKFSTLAZY"
 FORMAT = "tokfst-lazy"
@@ -115,8 +116,6 @@ def of_automaton(automaton: ByteAutomaton | pynini.Fst, max_states: int = MAX_ST
         return of_arrays(automaton.classed.arrays, source, max_cells, automaton.classed.classes)
     fst = automaton.fst if isinstance(automaton, ByteAutomaton) else automaton
     if fst.input_symbols() is not None:
-        from tokfst_cli.text.terminals import placeholder_kinds
-
         kinds = placeholder_kinds(fst)
         if kinds:
             raise InputError(f"the lazy decoder does not expand token-level groups ({', '.join(kinds)})",

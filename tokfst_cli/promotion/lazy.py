@@ -55,7 +55,7 @@ CLASS_TRIE_TOKENS = 4096  # a wide mask: once one has this many tokens, the next
 
 
 def _kernels():
-    from tokfst_cli.promotion import trie_kernels
+    from tokfst_cli.promotion import trie_kernels  # deferred: loads numba
 
     return trie_kernels
 
@@ -252,11 +252,11 @@ def decoder(model: TokenizerModel, pattern: str | None = None, *, schema: Any = 
         raise InputError("give exactly one of a regex, a schema or an automaton", "pass one of them")
     check_filters(filters)
     if schema is not None:
-        from tokfst_cli.schema.compile import compile_schema
+        from tokfst_cli.schema.compile import compile_schema  # deferred: start-up: only this path needs it
 
         automaton = compile_schema(schema, **schema_options).automaton
     elif pattern is not None:
-        from tokfst_cli.text.regex import compile_regex
+        from tokfst_cli.text.regex import compile_regex  # deferred: start-up: only this path needs it
 
         automaton = compile_regex(pattern)
     return LazyDecoder(model, restricted(model, automaton, filters), cache)

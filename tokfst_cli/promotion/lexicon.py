@@ -12,6 +12,7 @@ import pynini
 
 from tokfst_cli.automata.fst_io import cached_fst
 from tokfst_cli.automata.symbols import MARKER, byte_table, text_byte_table, token_table
+from tokfst_cli.text.terminals import SECOND_BASE, SIGNATURE_BASE, signatures
 from tokfst_cli.tokenizer.model import TokenizerModel
 
 
@@ -32,8 +33,6 @@ def build(model: TokenizerModel, marked: bool = False, signed: bool = False) -> 
         f.add_arc(root, pynini.Arc(MARKER, marker_label(model), one, root))
     firsts = rests = None
     if signed:
-        from tokfst_cli.text.terminals import SECOND_BASE, SIGNATURE_BASE, signatures
-
         firsts, rests = (x.tolist() for x in signatures(model))
 
     def child(node: int, label: int) -> int:

@@ -25,10 +25,19 @@ import pynini
 from tokfst_cli.automata.arrays import FstArrays, fst_arrays, fst_from
 from tokfst_cli.automata.symbols import token_table
 from tokfst_cli.errors import EmptyLanguageError, LimitError
-from tokfst_cli.promotion.trie import token_arcs
+from tokfst_cli.promotion import lexicon as lexicon_mod
+from tokfst_cli.promotion.trie import signed_trie, token_arcs, with_root_arcs
 from tokfst_cli.support.progress import report
 from tokfst_cli.text.regex import ByteAutomaton
-from tokfst_cli.text.terminals import placeholder_kinds, with_names
+from tokfst_cli.text.terminals import (
+    KIND_NAMES,
+    PLACEHOLDER_BASE,
+    TERMINAL_BASE,
+    Terminal,
+    mark,
+    placeholder_kinds,
+    with_names,
+)
 from tokfst_cli.tokenizer.model import TokenizerModel
 
 
@@ -135,8 +144,6 @@ def promote(
     ``terminals``: wildcard loops become terminal labels (``terminals.py``, Koo et al. 2024 Sec. 2.5.1);
     the token-level groups of A (``(?P<TEXT_TOKEN>)``) are terminal labels then, else their
     tokens' arcs."""
-    from tokfst_cli.promotion import lexicon as lexicon_mod
-
     a = automaton.fst
     labels = []
     plain = True  # T is the tokenizer's own (kept per model by the walk), not one made for this A
@@ -190,8 +197,6 @@ def _walked(model: TokenizerModel, a: pynini.Fst, max_states: int, marked: bool,
     tokenizer's T or T_M, else one made for this A; ``labels``: A'' with these terminal labels,
     walked over the signed T's trie, kept per model, and one root arc per terminal), None
     where A or T has another shape."""
-    from tokfst_cli.promotion.trie import signed_trie, with_root_arcs
-    from tokfst_cli.text.terminals import TERMINAL_BASE
 
     arrays = fst_arrays(a)
     if len(arrays.src) <= LITERAL_DEGREE * a.num_states() and a.properties(pynini.ACYCLIC, True) == pynini.ACYCLIC:
@@ -285,8 +290,6 @@ def _walk(states: np.ndarray, offsets: np.ndarray, eps: np.ndarray, label: np.nd
 def _with_terminals(model: TokenizerModel, a: pynini.Fst, lexicon: pynini.Fst, loops: bool, cache: bool):
     """(A'', T'', terminals) for terminal labels; or, without ``loops``, A and T with each token-level
     group's tokens as arcs (``terminals.py``)."""
-    from tokfst_cli.promotion import lexicon as lexicon_mod
-    from tokfst_cli.text.terminals import KIND_NAMES, PLACEHOLDER_BASE, TERMINAL_BASE, Terminal, mark
 
     one = pynini.Weight.one(lexicon.weight_type())
     if not loops:

@@ -28,6 +28,7 @@ import pynini
 from tokfst_cli.automata.arrays import FstArrays, fst_arrays
 from tokfst_cli.automata.graph import kept_states, trim_mask
 from tokfst_cli.errors import LimitError
+from tokfst_cli.promotion.lexicon import lexicon as read
 
 
 @dataclass(frozen=True)
@@ -87,8 +88,6 @@ def trie_for(model, marked: bool = False, lexicon: pynini.Fst | None = None, cac
     key = "_token_trie_marked" if marked else "_token_trie"
     got = model.__dict__.get(key)
     if got is None:
-        from tokfst_cli.promotion.lexicon import lexicon as read
-
         got = model.__dict__[key] = from_lexicon(read(model, cache=cache, marked=marked))
     return got
 
@@ -98,8 +97,6 @@ def signed_trie(model, cache: bool = True) -> TokenTrie:
     made once per model."""
     got = model.__dict__.get("_token_trie_signed")
     if got is None:
-        from tokfst_cli.promotion.lexicon import lexicon as read
-
         got = model.__dict__["_token_trie_signed"] = from_lexicon(read(model, cache=cache, signed=True))
     return got
 

@@ -32,6 +32,8 @@ The texts accepted, by decision:
 * limits: every automaton stays under ``max_states`` (``LimitError``), estimated first where
   the size is known beforehand (``any_order``, ``multipleOf``, ``uniqueItems``, repetitions).
 """
+import importlib
+import warnings
 
 _MOVED = {"compile_schema": "compile", "CompiledSchema": "compile", "MAX_DEPTH": "compile", "MAX_STATES": "compile",
           "LENIENT_COUNT": "compile"}
@@ -40,8 +42,6 @@ _MOVED = {"compile_schema": "compile", "CompiledSchema": "compile", "MAX_DEPTH":
 def __getattr__(name: str):
     """``tokfst_cli.schema.compile_schema`` and friends of release 0.1, loaded on use (no import here)."""
     if name in _MOVED:
-        import importlib
-        import warnings
 
         module = f"{__name__}.{_MOVED[name]}"
         warnings.warn(f"{__name__}.{name} is deprecated; use {module}.{name}", DeprecationWarning, stacklevel=2)

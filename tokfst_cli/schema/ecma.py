@@ -72,7 +72,7 @@ def _minus(a: Ranges, b: Ranges) -> Ranges:
 @lru_cache(maxsize=None)
 def _property(name: str) -> tuple[tuple[int, int], ...]:
     """The code points of a Unicode property (``\\p{Letter}``, ``\\p{Script=Greek}``), from ``regex``."""
-    import regex
+    import regex  # deferred: the regex package's Unicode tables (start-up)
 
     try:
         prop = regex.compile(r"\p{" + name + "}+")

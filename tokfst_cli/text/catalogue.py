@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from importlib import resources
 
+from tokfst_cli.errors import InputError
+
 FOUNDATION = {
     "decimal": r"([0-9]+)?\.[0-9]+",
     "json": r'\{"name":("John"|"Paul"),"age":(20|30)\}',
@@ -80,8 +82,6 @@ def catalogue() -> dict[str, str]:
 
 def read_regex_file(path: str) -> list[str]:
     """One pattern per line; blank lines and lines starting with '#' are skipped."""
-    from tokfst_cli.errors import InputError
-
     try:
         text = open(path, encoding="utf-8").read()
     except (OSError, UnicodeDecodeError) as e:

@@ -24,7 +24,7 @@ import pynini
 
 from tokfst_cli.errors import InputError
 from tokfst_cli.text.sugar import NAMES as SUGAR_NAMES
-from tokfst_cli.text.sugar import _atom, close
+from tokfst_cli.text.sugar import _atom, build, close
 from tokfst_cli.text.terminals import KIND_NAMES, PLACEHOLDER_BASE, TOKEN_GROUPS
 
 RESERVED = 0xF0000  # placeholders U+F0000 + i
@@ -98,6 +98,5 @@ def automaton(group: Group, compile: Callable[[str], pynini.Fst]) -> pynini.Fst:
         f.set_final(b)
         f.add_arc(a, pynini.Arc(label, label, one, b))
         return f
-    from tokfst_cli.text.sugar import build
 
     return build(group.name, group.body, compile)

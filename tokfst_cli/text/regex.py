@@ -25,7 +25,7 @@ from interegular import patterns as ip
 from interegular.fsm import anything_else
 
 from tokfst_cli.automata import label_classes, utf8
-from tokfst_cli.automata.arrays import FstArrays, fst_from
+from tokfst_cli.automata.arrays import FstArrays, fst_from, fst_from_arrays
 from tokfst_cli.automata.fsts import ranges_acceptor, text_acceptor
 from tokfst_cli.automata.symbols import byte_table
 from tokfst_cli.errors import EmptyLanguageError, InputError, LimitError, UsageError
@@ -109,9 +109,9 @@ def _python_verdict(pattern: str) -> None:
     invalid regex, and possessive quantifiers and atomic groups (which interegular would read as
     ordinary ones) are refused by name, never approximated."""
     try:
-        from re import _parser as sre  # Python 3.11+
+        from re import _parser as sre  # deferred: Python 3.11+ has it here (sre_parse before)
     except ImportError:  # pragma: no cover - Python 3.10
-        import sre_parse as sre
+        import sre_parse as sre  # deferred: sre_parse warns when imported (deprecated)
     try:
         tree = sre.parse(pattern)
     except re.error as e:
@@ -449,8 +449,6 @@ class _Builder:
     def _copies(copies: int, m: int, loops: bool, width: int, entry: int, junction: int, src: np.ndarray,
                 lab: np.ndarray, dst: np.ndarray) -> pynini.Fst:
         """``copies`` copies of D's arcs in a row (see :meth:`chain`), junctions from the m-th final."""
-        from tokfst_cli.automata.arrays import fst_from_arrays
-
         n = None if loops else copies
         states = copies * width + (n is not None)
         base = np.arange(copies, dtype=np.int64)[:, None] * width

@@ -28,7 +28,7 @@ from typing import Callable
 import pynini
 
 from tokfst_cli.automata import utf8
-from tokfst_cli.automata.fsts import text_acceptor
+from tokfst_cli.automata.fsts import ranges_acceptor, text_acceptor
 from tokfst_cli.errors import InputError
 
 NAMES = ("SUBSTRING_OF", "DELIMITED_LIST", "DELIMITED_SUBSEQUENCE_OF", "TEXT_UNTIL")
@@ -152,8 +152,6 @@ def _insert(f: pynini.Fst, src: int, dst: int, sub: pynini.Fst) -> None:
 
 def text_until(stops: list[str]) -> pynini.Fst:
     """Text ending at the first occurrence of any stop: (Σ* U) − (Σ* U Σ+), Σ the UTF-8 characters."""
-    from tokfst_cli.automata.fsts import ranges_acceptor
-
     sigma = ranges_acceptor(utf8.remove_surrogates([(0, utf8.MAX_CODE_POINT)]))
     anything = sigma.copy().closure()
     u = pynini.union(*(text_acceptor(s) for s in stops))

@@ -1,10 +1,10 @@
 """The tokenizer: a neutral model of a Hugging Face tokenizer.json, and Hugging Face itself as the oracle."""
+import importlib
+import warnings
 
 
 def __getattr__(name: str):
     """``tokfst_cli.tokenizer.load`` and the rest of release 0.1's module, now :mod:`.model` (with a warning)."""
-    import importlib
-    import warnings
 
     if name.startswith("__"):
         raise AttributeError(name)

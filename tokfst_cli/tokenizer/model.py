@@ -301,7 +301,7 @@ def _hf_refusal(spec: dict) -> str | None:
     """Why Hugging Face's parser refuses ``spec`` (its first line), None when it loads it. A Rust
     panic (a malformed Precompiled charsmap) is caught as the refusal it is: HF raises it as a
     BaseException, and its message, which Rust prints itself, is held off the user's stderr."""
-    import tokenizers
+    import tokenizers  # deferred: HF's tokenizers only where the oracle is asked (start-up)
 
     try:
         with _native_stderr_held():
@@ -336,7 +336,7 @@ def _native_stderr_held() -> Iterator[None]:
 
 def _check_components(data: dict, source: str) -> None:
     """Let Hugging Face's parser judge the pipeline components and added tokens (a stub tokenizer)."""
-    import tokenizers
+    import tokenizers  # deferred: HF's tokenizers only where the oracle is asked (start-up)
 
     spec = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": data.get("added_tokens", []),
             **{p: data.get(p) for p in COMPONENTS},
