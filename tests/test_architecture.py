@@ -35,6 +35,7 @@ LAYERS = [  # bottom first; a tuple is one rank
     ("decoding",),
     ("text",),  # stage A
     ("schema",),  # stage A
+    ("grammar",),  # stage A
     ("pretok",),  # stage P
     ("filters",),
     ("promotion",),  # stage S
@@ -47,8 +48,8 @@ LAYERS = [  # bottom first; a tuple is one rank
     ("__init__", "__main__"),
 ]
 RANK = {name: i for i, names in enumerate(LAYERS) for name in names}
-STAGE_PACKAGES = {"text": "Stage A", "schema": "Stage A", "pretok": "Stage P", "promotion": "Stage S",
-                  "bpe": "Stage C", "maxmatch": "Stage C"}
+STAGE_PACKAGES = {"text": "Stage A", "schema": "Stage A", "grammar": "Stage A", "pretok": "Stage P",
+                  "promotion": "Stage S", "bpe": "Stage C", "maxmatch": "Stage C"}
 
 
 def module_name(p: Path) -> str:

@@ -39,6 +39,7 @@ _EXPORTS = {  # public name -> (module, attribute)
     "pack": ("tokfst_cli.decoding.matcher", "pack"),
     "compile_schema": ("tokfst_cli.schema.compile", "compile_schema"),
     "serialize": ("tokfst_cli.schema.serialize", "serialize"),
+    "compile_grammar": ("tokfst_cli.grammar.load", "compile_grammar"),
     "Filters": ("tokfst_cli.filters.compose", "Filters"),
     "TokfstError": ("tokfst_cli.errors", "TokfstError"),
     "InputError": ("tokfst_cli.errors", "InputError"),

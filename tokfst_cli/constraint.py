@@ -430,15 +430,20 @@ def load(path: str, tokenizer: TokenizerModel | str | None = None) -> Decoder:
 
 
 def lazy(tokenizer: TokenizerModel | str, pattern: str | None = None, *, schema: Any = None,
-         automaton: Any = None, **schema_options: Any):
-    """The agnostic constraint of a regex, a JSON Schema or a byte automaton, expanded per state on
-    first use (``lazy.LazyDecoder``: no promotion); ``tokenizer`` a model, a path or a bundled
+         automaton: Any = None, grammar: str | None = None, grammar_format: str = "gbnf", **schema_options: Any):
+    """The agnostic constraint of a regex, a JSON Schema, a grammar (its text, in ``grammar_format``:
+    ``gbnf`` or ``lark``; recursion left- or right-linear) or a byte automaton, expanded per state
+    on first use (``lazy.LazyDecoder``: no promotion); ``tokenizer`` a model, a path or a bundled
     name; ``filters=`` text-level ``Filters`` (``lazy.decoder``); ``promote --format lazy``
     writes the same decoder's artifact, which :func:`load` reads."""
     from tokfst_cli.promotion import lazy as lazy_mod  # deferred: start-up: only this path needs it
     from tokfst_cli.tokenizer.model import load as load_tokenizer  # deferred: start-up: only this path needs it
 
     model = load_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer
+    if grammar is not None:
+        from tokfst_cli.grammar.load import compile_grammar  # deferred: start-up: only this path needs it
+
+        automaton = compile_grammar(grammar, grammar_format)
     return lazy_mod.decoder(model, pattern, schema=schema, automaton=automaton, **schema_options)
 
 

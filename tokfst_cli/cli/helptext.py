@@ -66,6 +66,15 @@ Unsupported keywords (unevaluatedProperties, unevaluatedItems, $dynamicRef, ...)
 by name, or ignored with a warning under --lenient; formats outside date, time, date-time,
 email, uuid, uri, ipv4, ipv6, hostname, ... are annotations, named in a warning.
 
+Grammars (Koo et al. 2024 Sec. 3): --grammar FILE.gbnf (llama.cpp's GBNF: name ::= ...,
+start rule root, literals, [classes] with \\x \\u \\U escapes, ( ) | * + ? {m,n}, # comments) or
+FILE.lark (Lark: lowercase rules, UPPERCASE terminals as strings or regexes, %ignore,
+%import common.X, start rule start). The text is the grammar's language with every terminal
+spelled out (no lexer between them; %ignore'd terminals may stand between any two). A rule
+whose recursion continues only at the end of its text (item ("," list)?) or only at its start
+(Lark's item*) is a finite automaton, and the grammar then promotes like a regex, --canonical
+and the filters included; a self-embedding rule (expr ::= "(" expr ")") is refused by name.
+
 Terminal labels (Koo et al. 2024 Sec. 2.5.1; agnostic only): --terminals replaces the token arcs of
 a wildcard loop ([^"\\\\]*, [^\\n]{0,80}, a JSON string's contents) by one arc per length class
 whose label names a precomputed token mask, e.g. <JSON_STRING:1+> (one token of one or more
@@ -125,6 +134,8 @@ Examples:
   tokfst promote gpt2 -e 'Summary:(\\n\\* (?P<PARAGRAPH_TOKEN>)+){3,5}' --format index > summary.json
   tokfst promote gpt2 -e '[A-Za-zα-ω ]{1,12}' --scripts Greek --fuse-spaces --max-tokens 4 > greek.fst
   tokfst promote gpt2 -e '(Cologne|Berlin)' | fstprint | head
+  tokfst promote gpt2 --grammar examples/csv.gbnf --canonical --format index > csv.json
+  tokfst promote gpt2 --grammar examples/chat.lark chat.fst
   tokfst promote tests/data/bert-base-uncased.json -e '[0-9]{4}-[0-9]{2}-[0-9]{2}' --canonical date.fst
   tokfst promote tests/data/bert-base-uncased.json -e '[a-z]+( [a-z]+){0,3}' --canonical --format index > words.tfz
 """

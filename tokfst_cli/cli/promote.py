@@ -55,6 +55,9 @@ PROMPT = typer.Option(None, "--prompt", metavar="TEXT",
 PROMPT_FILE = typer.Option(None, "--prompt-file", metavar="FILE", help="Read --prompt's text from a file.")
 SCHEMA = typer.Option(None, "--schema", metavar="FILE",
                       help="A JSON Schema instead of a regex: the JSON texts valid under it ('-' = stdin).")
+GRAMMAR = typer.Option(None, "--grammar", metavar="FILE",
+                       help="A grammar instead of a regex: FILE.gbnf (llama.cpp's GBNF, start rule root) or "
+                            "FILE.lark (Lark, start rule start) whose recursion is left- or right-linear (see below).")
 
 
 class Whitespace(str, Enum):
@@ -78,8 +81,7 @@ TERMINALS = typer.Option(None, "--terminals/--no-terminals",
 
 
 def promote_cmd(
-    tokenizer: str = Tokenizer,
-    out: Optional[str] = Out,
+    tokenizer: str = Tokenizer, out: Optional[str] = Out,
     regex: Optional[str] = typer.Option(None, "-e", "--regex", metavar="REGEX",
                                         help="The regex (Python re syntax, fullmatch)."),
     regex_file: Optional[str] = typer.Option(None, "-f", "--regex-file", metavar="FILE",
@@ -106,15 +108,16 @@ def promote_cmd(
     max_arcs: int = typer.Option(2_000_000, "--max-arcs", min=1, metavar="N",
                                  help="--canonical: refuse a materialized automaton with more arcs "
                                       "(then use --format index)."),
-    level: Level = LevelOpt,
-    scripts: Optional[str] = SCRIPTS, ascii_only: bool = ASCII, nfc: bool = NFC, no_byte_tokens: bool = NO_BYTE_TOKENS,
-    literal_ascii: bool = LITERAL_ASCII, fuse_spaces: bool = FUSE_SPACES, max_tokens: Optional[int] = MAX_TOKENS,
-    prompt: Optional[str] = PROMPT, prompt_file: Optional[str] = PROMPT_FILE,
+    level: Level = LevelOpt, scripts: Optional[str] = SCRIPTS, ascii_only: bool = ASCII, nfc: bool = NFC,
+    no_byte_tokens: bool = NO_BYTE_TOKENS, literal_ascii: bool = LITERAL_ASCII, fuse_spaces: bool = FUSE_SPACES,
+    max_tokens: Optional[int] = MAX_TOKENS, prompt: Optional[str] = PROMPT, prompt_file: Optional[str] = PROMPT_FILE,
     schema: Optional[str] = SCHEMA, whitespace: Whitespace = WHITESPACE, max_depth: Optional[int] = MAX_DEPTH,
     lenient: bool = LENIENT, any_order: bool = ANY_ORDER, terminals: Optional[bool] = TERMINALS,
+    grammar: Optional[str] = GRAMMAR,
 ) -> None:
     """Promote a regex to the automaton of all token sequences that spell it (Cognetta & Okazaki 2024 Eq. 3)."""
-    source = read_schema(schema, regex, regex_file, whitespace.value, max_depth, lenient, any_order, max_states)
+    source = (read_grammar(grammar, regex, regex_file, schema, max_states) if grammar is not None else
+              read_schema(schema, regex, regex_file, whitespace.value, max_depth, lenient, any_order, max_states))
     pattern = source.pattern if source is not None else read_pattern(regex, regex_file)
     filters = Filters(tuple(s.strip() for s in scripts.split(",") if s.strip()) if scripts else (), ascii_only, nfc,
                       no_byte_tokens, literal_ascii, fuse_spaces, max_tokens)
@@ -190,19 +193,29 @@ def read_schema(path: str | None, regex: str | None, regex_file: str | None, whi
     if regex is not None or regex_file is not None:
         raise InputError("give a regex (-e, -f) or --schema, not both", "drop one of them")
 
-    from tokfst_cli import schema as schema_mod  # deferred: start-up: only this path needs it
+    from tokfst_cli.schema.compile import compile_schema  # deferred: start-up: only this path needs it
 
     try:
         doc = json.loads(read_text(path, "schema file"))
     except (json.JSONDecodeError, RecursionError) as e:
         raise InputError(f"schema file {path} is not JSON: {e}", "give a JSON Schema document") from None
     with OUT.progress("compiling the schema"):
-        got = schema_mod.compile_schema(doc, whitespace=whitespace, lenient=lenient, any_order=any_order,
-                                        max_states=max_states,
-                                        **({"max_depth": max_depth} if max_depth is not None else {}))
+        got = compile_schema(doc, whitespace=whitespace, lenient=lenient, any_order=any_order,
+                             max_states=max_states,
+                             **({"max_depth": max_depth} if max_depth is not None else {}))
     for warning in got.warnings:
         OUT.say(f"tokfst: warning: {warning}")
     return got.automaton
+
+
+def read_grammar(path: str, regex: str | None, regex_file: str | None, schema: str | None, max_states: int):
+    """--grammar FILE (.gbnf or .lark) compiled to its byte automaton."""
+    if regex is not None or regex_file is not None or schema is not None:
+        raise InputError("give one of a regex (-e, -f), --schema and --grammar", "drop the others")
+    from tokfst_cli.grammar import load  # deferred: start-up: only this path needs it
+
+    with OUT.progress("compiling the grammar"):
+        return load.compile_file(path, read_text(path, "grammar file"), max_states=max_states)
 
 
 def read_prompt(prompt: str | None, prompt_file: str | None) -> str | None:

@@ -1,0 +1,250 @@
+"""Stage A for grammars whose recursion is left- or right-linear: the grammar as a byte DFA.
+
+Koo et al. 2024 Sec. 3 observe that most of a practical grammar is regular: its terminals, and
+every rule whose recursion only ever continues at the end of its text (right-linear, ``list ::=
+item ("," list)?``) or only at the start (left-linear, Lark's expansion of ``item*``). Such
+rules are finite automata; only self-embedding (a rule inside its own text, ``expr ::= "(" expr
+")"``) needs a stack. This module compiles the rules reachable from the start rule, one strongly
+connected component of the rule graph at a time (dependencies first):
+
+* a rule outside any cycle: its expression, with the automata of the rules it names spliced in;
+* a cycle whose every alternative names a member of the cycle only as its last item: one NFA
+  with a state per member, ``N -> alpha M`` an alpha-path from N's state to M's, ``N -> alpha``
+  a path from N's state to the final state (right-linear); only as its first item: a path from
+  M's state to N's, from the start for the alternatives without a member (left-linear).
+
+Anything else is refused by name (:class:`~tokfst_cli.errors.InputError`, hint
+``grammar-recursion``): the rule, its line, and the reference that embeds it. Every automaton is
+determinized under ``max_states`` (:class:`~tokfst_cli.errors.LimitError`), estimated first for
+bounded repetitions.
+"""
+
+from __future__ import annotations
+
+import pynini
+
+from tokfst_cli.automata.fsts import ranges_acceptor, text_acceptor
+from tokfst_cli.automata.symbols import byte_table
+from tokfst_cli.errors import EmptyLanguageError, InputError, InternalError, LimitError
+from tokfst_cli.grammar.ir import Alt, Chars, Expr, Grammar, Ref, Regex, Repeat, Seq, Text, walk
+from tokfst_cli.support.progress import report
+from tokfst_cli.text.regex import ByteAutomaton, compile_regex, determinize_bounded
+
+ANY = ((0, 0xD7FF), (0xE000, 0x10FFFF))  # every code point UTF-8 can spell
+HINT = "grammar-recursion"
+
+
+def components(g: Grammar) -> list[list[str]]:
+    """The strongly connected components of the rules reachable from the start, dependencies first
+    (Tarjan's algorithm, iterative: a grammar may chain thousands of rules)."""
+    graph = {name: [r.name for r in g.refs(name)] for name in g.rules}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    work = [(g.start, 0)]
+    while work:
+        v, i = work.pop()
+        if i == 0:
+            index[v] = low[v] = len(index)
+            stack.append(v)
+            on.add(v)
+        succ = graph[v]
+        if i < len(succ):
+            work.append((v, i + 1))
+            w = succ[i]
+            if w not in index:
+                work.append((w, 0))
+            elif w in on:
+                low[v] = min(low[v], index[w])
+            continue
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            out.append(comp[::-1])
+        if work:
+            parent = work[-1][0]
+            low[parent] = min(low[parent], low[v])
+    return out
+
+
+def _mentions(x: Expr, members: set[str]) -> bool:
+    return any(isinstance(y, Ref) and y.name in members for y in walk(x))
+
+
+def alternatives(x: Expr, members: set[str]) -> list[list[Expr]]:
+    """``x`` as a union of sequences, distributed only where a member of the cycle is involved
+    (an optional part holding one becomes two alternatives); a member under ``*``, ``+`` or a
+    repetition of more than one copy stays where it is (and is refused by the caller)."""
+    if not _mentions(x, members):
+        return [[x]]
+    if isinstance(x, Alt):
+        return [a for item in x.items for a in alternatives(item, members)]
+    if isinstance(x, Seq):
+        out: list[list[Expr]] = [[]]
+        for item in x.items:
+            out = [left + right for left in out for right in alternatives(item, members)]
+        return out
+    if isinstance(x, Repeat) and x.lo <= 1 and x.hi == 1:
+        return ([[]] if x.lo == 0 else []) + alternatives(x.item, members)
+    return [[x]]
+
+
+class Compiler:
+    """The byte automata of a grammar's rules, compiled on demand (see the module docstring)."""
+
+    def __init__(self, g: Grammar, max_states: int = 1_000_000):
+        self.g, self.max_states = g, max_states
+        self.done: dict[str, pynini.Fst] = {}
+
+    def compile(self) -> ByteAutomaton:
+        for comp in components(self.g):
+            members = set(comp)
+            if len(comp) == 1 and not _mentions(self.g.rules[comp[0]], members):
+                self.done[comp[0]] = self._dfa(self.expr(self.g.rules[comp[0]]), comp[0])
+            else:
+                self._cycle(comp)
+        f = self.done[self.g.start].copy()
+        f.connect()
+        if f.start() == pynini.NO_STATE_ID or f.num_states() == 0:
+            raise EmptyLanguageError(f"grammar {self.g.source} derives no text", "check the start rule")
+        report(f.num_states())
+        f.set_input_symbols(byte_table()).set_output_symbols(byte_table())
+        return ByteAutomaton(fst=f, pattern=f"grammar {self.g.source}")
+
+    # ---- expressions ------------------------------------------------------------------------------
+    def expr(self, x: Expr) -> pynini.Fst:
+        """The (not yet determinized) byte acceptor of an expression over compiled rules."""
+        if isinstance(x, Text):
+            return text_acceptor(x.text)
+        if isinstance(x, Chars):
+            return ranges_acceptor(_complement(x.ranges) if x.negated else list(x.ranges))
+        if isinstance(x, Regex):
+            f = compile_regex(x.pattern, self.max_states).fst.copy()
+            return f.set_input_symbols(None).set_output_symbols(None)
+        if isinstance(x, Ref):
+            return self.done[x.name].copy()
+        if isinstance(x, Seq):
+            f = text_acceptor("")
+            for item in x.items:
+                f.concat(self.expr(item))
+            return f
+        if isinstance(x, Alt):
+            return pynini.union(*(self.expr(item) for item in x.items))
+        if isinstance(x, Repeat):
+            base = self._dfa(self.expr(x.item), "a repetition")
+            copies = x.hi if x.hi is not None else max(x.lo, 1)
+            if base.num_states() * copies > 4 * self.max_states:
+                raise LimitError(f"the automaton of grammar {self.g.source}", "max_states", self.max_states,
+                                 base.num_states() * copies // 4, remedy="simplify", at_least=True)
+            return base.closure(x.lo, x.hi) if x.hi is not None else base.closure(x.lo)
+        raise InternalError(f"not a grammar expression: {x!r}")
+
+    def _dfa(self, f: pynini.Fst, what: str) -> pynini.Fst:
+        d = determinize_bounded(f.optimize() if f.num_states() < 64 else f, self.max_states)
+        if d.num_states() > self.max_states:
+            raise LimitError(f"the automaton of grammar {self.g.source} ({what})", "max_states", self.max_states,
+                             remedy="simplify")
+        return d.minimize()
+
+    # ---- cycles -----------------------------------------------------------------------------------
+    def _cycle(self, comp: list[str]) -> None:
+        members = set(comp)
+        shapes: dict[str, list[tuple[str, list[Expr], str | None]]] = {}
+        sides = set()
+        for name in comp:
+            shapes[name] = []
+            for alt_items in alternatives(self.g.rules[name], members):
+                side, rest, target = self._shape(name, alt_items, members)
+                shapes[name].append((side, rest, target))
+                if side in ("left", "right"):
+                    sides.add(side)
+        if len(sides) > 1:
+            raise InputError(f"grammar {self.g.source}: the rules {', '.join(sorted(members))} recurse both at the "
+                             "start and at the end of their text (not a regular language in general)",
+                             "keep each cycle of rules left- or right-recursive", hint=HINT)
+        left = sides == {"left"}
+        nfa = pynini.Fst()
+        one = pynini.Weight.one(nfa.weight_type())
+        state = {name: nfa.add_state() for name in comp}
+        edge = nfa.add_state()  # right-linear: the final state; left-linear: the start state
+        for name in comp:
+            for side, rest, target in shapes[name]:
+                part = self.expr(Seq(tuple(rest))) if rest else text_acceptor("")
+                if left:
+                    _splice(nfa, state[target] if target else edge, state[name], part, one)
+                else:
+                    _splice(nfa, state[name], state[target] if target else edge, part, one)
+        for name in comp:
+            f = nfa.copy()
+            if left:
+                f.set_start(edge)
+                f.set_final(state[name])
+            else:
+                f.set_start(state[name])
+                f.set_final(edge)
+            self.done[name] = self._dfa(f.connect(), f"rule {name}")
+
+    def _shape(self, name: str, items: list[Expr], members: set[str]) -> tuple[str, list[Expr], str | None]:
+        """(``"exit"``, ``"left"``, ``"right"`` or ``"unit"``; the items besides the member; the member)."""
+        at = [i for i, x in enumerate(items) if _mentions(x, members)]
+        if not at:
+            return "exit", items, None
+        if len(at) == 1 and isinstance(items[at[0]], Ref):
+            target = items[at[0]].name
+            rest = items[:at[0]] + items[at[0] + 1:]
+            if len(items) == 1:
+                return "unit", [], target
+            if at[0] == len(items) - 1:
+                return "right", rest, target
+            if at[0] == 0:
+                return "left", rest, target
+        ref = next(r for i in at for r in walk(items[i]) if isinstance(r, Ref) and r.name in members)
+        line = f" (line {self.g.lines[name]})" if name in self.g.lines else ""
+        raise InputError(f"grammar {self.g.source}: rule '{name}'{line} is self-embedding: it names '{ref.name}' "
+                         "inside its text, not only at its start or its end (pushdown grammars are not compiled)",
+                         "rewrite the recursion as a repetition, or bound its depth by hand", hint=HINT)
+
+
+def _complement(ranges: tuple[tuple[int, int], ...]) -> list[tuple[int, int]]:
+    """The code points UTF-8 can spell outside ``ranges``."""
+    out, lo = [], 0
+    for a, b in sorted(ranges):
+        if a > lo:
+            out.append((lo, a - 1))
+        lo = max(lo, b + 1)
+    if lo <= 0x10FFFF:
+        out.append((lo, 0x10FFFF))
+    return [(a, b) for r in out for a, b in _no_surrogates(r)]
+
+
+def _no_surrogates(r: tuple[int, int]) -> list[tuple[int, int]]:
+    a, b = r
+    return [(x, y) for x, y in ((a, min(b, 0xD7FF)), (max(a, 0xE000), b)) if x <= y]
+
+
+def _splice(big: pynini.Fst, src: int, dst: int, part: pynini.Fst, one) -> None:
+    """A copy of ``part`` between states ``src`` and ``dst`` of ``big`` (epsilon arcs in and out)."""
+    if part.start() == pynini.NO_STATE_ID:
+        return
+    zero = pynini.Weight.zero(part.weight_type())
+    base = big.num_states()
+    big.add_states(part.num_states())
+    for q in range(part.num_states()):
+        for arc in part.arcs(q):
+            big.add_arc(base + q, pynini.Arc(arc.ilabel, arc.olabel, one, base + arc.nextstate))
+        if part.final(q) != zero:
+            big.add_arc(base + q, pynini.Arc(0, 0, one, dst))
+    big.add_arc(src, pynini.Arc(0, 0, one, base + part.start()))
+
+
+def compile_grammar(g: Grammar, max_states: int = 1_000_000) -> ByteAutomaton:
+    """The minimal byte DFA of the grammar's language (its recursion left- or right-linear)."""
+    return Compiler(g, max_states).compile()
+
