@@ -73,7 +73,7 @@ def _private_cache(tmp_path_factory):
 # @settings names (at least MIN_EXAMPLES), sized so the suite stays within its time budget;
 # TOKFST_TEST_PROFILE=thorough (`make test-thorough`) runs them in full.
 PROFILE = os.environ.get("TOKFST_TEST_PROFILE", "quick")
-SCALE = {"quick": 0.4, "thorough": 1.0}[PROFILE]
+SCALE = {"quick": 0.3, "thorough": 1.0}[PROFILE]
 MIN_EXAMPLES = 5
 
 

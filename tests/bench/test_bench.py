@@ -26,7 +26,7 @@ from tokfst_cli.errors import InputError
 from tokfst_cli.text import catalogue
 
 from ..helpers import SIX_REGEXES, accepts
-from ..runner import Run, tokfst
+from ..runner import Run, run, tokfst
 
 DATA = Path(__file__).parent.parent / "data"
 CORPUS = DATA / "tiny_corpus.txt"
@@ -275,8 +275,15 @@ def test_csv_and_plots(runs):
     (["maxmatch"], "is a bpe tokenizer; give a WordPiece tokenizer.json with --tokenizer"),
     (["maxmatch", "--tokenizer", str(BERT), "-e", "(a"], "regex"),
 ])
-def test_bad_input_one_line_exit_2(args, fragment, tmp_path):
-    assert_usage_error(args, fragment, tmp_path)
+def test_bad_input_one_line_exit_2(args, fragment, tmp_path, monkeypatch):
+    """In process (the refusals come before any work; the whole program's one-line contract is
+    what assert_usage_error checks on the other cases, as a subprocess)."""
+    monkeypatch.chdir(tmp_path)
+    r = run("bench", *args)
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and fragment in lines[0] and lines[0].startswith("tokfst: error: "), r.stderr
+    assert r.stdout == ""
     assert not list(tmp_path.iterdir())
 
 
