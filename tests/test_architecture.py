@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 import tokfst_cli
+from tokfst_cli.automata.graph import strongly_connected
 
 PACKAGE = Path(tokfst_cli.__file__).parent
 ROOT = PACKAGE.parent
@@ -117,38 +118,9 @@ def test_imports_run_downward(path):
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The strongly connected components of more than one module (Tarjan), or a module importing itself."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on: set[str] = set()
-    out: list[list[str]] = []
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on.add(v)
-        for w in sorted(graph.get(v, ())):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            if len(comp) > 1:
-                out.append(sorted(comp))
-
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
-    return out
+    """The strongly connected components of more than one module (``automata.graph``'s Tarjan)."""
+    comps = strongly_connected({v: sorted(ws) for v, ws in graph.items()}, sorted(graph))
+    return [sorted(c) for c in comps if len(c) > 1]
 
 
 def test_no_import_cycles_deferred_imports_included():

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tokfst_cli.automata.utf8 import ranges_of_ranges
 from tokfst_cli.errors import InputError
 from tokfst_cli.grammar.gbnf import ANY, read_gbnf
 from tokfst_cli.grammar.ir import EMPTY, Alt, Chars, Expr, Regex, Repeat, Seq, Text, alt, seq
@@ -250,13 +251,7 @@ def render(x: Expr) -> str:
 
 
 def _merge(ranges):
-    out = []
-    for lo, hi in sorted(ranges):
-        if out and lo <= out[-1][1] + 1:
-            out[-1] = (out[-1][0], max(out[-1][1], hi))
-        else:
-            out.append((lo, hi))
-    return tuple(out)
+    return tuple(ranges_of_ranges(ranges))
 
 
 def normal(x: Expr) -> Expr:

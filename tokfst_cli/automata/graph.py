@@ -5,6 +5,7 @@ Shared by the filters (Pitfalls 2025 Sec. 4), stage S and the decoders; they kno
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -87,3 +88,46 @@ def backward(back: list[list[int]], finals: np.ndarray, far: int = UNREACHED) ->
                 dist[p] = d
                 queue.append(p)
     return np.array(dist, np.int64)
+
+
+def strongly_connected(succ: Mapping[str, Sequence[str]], roots: Iterable[str]) -> list[list[str]]:
+    """The strongly connected components of the nodes reached from ``roots``, each in the order its
+    nodes were first reached, every component after the ones it reaches (Tarjan's algorithm,
+    iterative: a grammar or a package may chain thousands of nodes)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    for root in roots:
+        if root in index:
+            continue
+        work = [(root, 0)]
+        while work:
+            v, i = work.pop()
+            if i == 0:
+                index[v] = low[v] = len(index)
+                stack.append(v)
+                on.add(v)
+            nexts = succ.get(v, ())
+            if i < len(nexts):
+                work.append((v, i + 1))
+                w = nexts[i]
+                if w not in index:
+                    work.append((w, 0))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                out.append(comp[::-1])
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[v])
+    return out

@@ -15,6 +15,7 @@ import re
 
 import lark
 
+from tokfst_cli.automata.utf8 import ranges_of_ranges
 from tokfst_cli.errors import InputError
 from tokfst_cli.grammar.ir import EMPTY, Chars, Expr, Grammar, Ref, Repeat, Text, alt, seq
 
@@ -111,14 +112,8 @@ def _decode(tok: lark.Token, body: str, start: int, where: _Where, kind: str) ->
 
 
 def merge(ranges: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
-    """Ranges sorted, overlapping and adjacent ones merged."""
-    out: list[tuple[int, int]] = []
-    for lo, hi in sorted(ranges):
-        if out and lo <= out[-1][1] + 1:
-            out[-1] = (out[-1][0], max(out[-1][1], hi))
-        else:
-            out.append((lo, hi))
-    return tuple(out)
+    """Ranges sorted, overlapping and adjacent ones merged (``utf8.ranges_of_ranges``)."""
+    return tuple(ranges_of_ranges(ranges))
 
 
 class _ToIR(lark.Transformer):

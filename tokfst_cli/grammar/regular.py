@@ -24,6 +24,7 @@ from __future__ import annotations
 import pynini
 
 from tokfst_cli.automata.fsts import ranges_acceptor, text_acceptor
+from tokfst_cli.automata.graph import strongly_connected
 from tokfst_cli.automata.symbols import byte_table
 from tokfst_cli.errors import EmptyLanguageError, InputError, InternalError, LimitError
 from tokfst_cli.grammar.ir import Alt, Chars, Expr, Grammar, Ref, Regex, Repeat, Seq, Text, walk
@@ -35,43 +36,8 @@ HINT = "grammar-recursion"
 
 
 def components(g: Grammar) -> list[list[str]]:
-    """The strongly connected components of the rules reachable from the start, dependencies first
-    (Tarjan's algorithm, iterative: a grammar may chain thousands of rules)."""
-    graph = {name: [r.name for r in g.refs(name)] for name in g.rules}
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on: set[str] = set()
-    out: list[list[str]] = []
-    work = [(g.start, 0)]
-    while work:
-        v, i = work.pop()
-        if i == 0:
-            index[v] = low[v] = len(index)
-            stack.append(v)
-            on.add(v)
-        succ = graph[v]
-        if i < len(succ):
-            work.append((v, i + 1))
-            w = succ[i]
-            if w not in index:
-                work.append((w, 0))
-            elif w in on:
-                low[v] = min(low[v], index[w])
-            continue
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            out.append(comp[::-1])
-        if work:
-            parent = work[-1][0]
-            low[parent] = min(low[parent], low[v])
-    return out
+    """The strongly connected components of the rules reachable from the start, dependencies first."""
+    return strongly_connected({name: [r.name for r in g.refs(name)] for name in g.rules}, [g.start])
 
 
 def _mentions(x: Expr, members: set[str]) -> bool:
