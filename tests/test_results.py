@@ -66,3 +66,18 @@ def test_report_refuses_what_is_not_a_result(tmp_path, content):
     empty = tmp_path / "empty"
     empty.mkdir()
     assert run("bench", "report", str(empty)).rc == 2
+
+
+def test_bench_documents_name_the_commit_they_measured():
+    """In a git checkout, the commit of HEAD (``+dirty`` with uncommitted changes to tracked files)."""
+    import subprocess
+
+    from tokfst_cli.bench import common
+
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                          text=True)
+    got = common.commit()
+    if head.returncode != 0:  # an installed copy without .git: nothing to name
+        assert got is None
+    else:
+        assert got is not None and got.removesuffix("+dirty") == head.stdout.strip()

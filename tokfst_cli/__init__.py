@@ -51,7 +51,7 @@ _EXPORTS = {  # public name -> (module, attribute)
     "InternalError": ("tokfst_cli.errors", "InternalError"),
 }
 
-__all__ = sorted([*_EXPORTS, "__version__"])
+__all__ = sorted([*_EXPORTS, "__version__", "signal_line"])
 
 _compat.install()
 
@@ -71,5 +71,3 @@ def __getattr__(name: str) -> Any:
 def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
 
-
-__all__ += ["signal_line"]

@@ -95,6 +95,7 @@ def test_cli_promotes_gbnf_and_lark_files(tmp_path, tokenizer):
     ('root ::= x\n', (), "not defined"),
     ('root ::= "a"\n', ("-e", "a"), "give one of"),
     ('start: "a"\n', (), "neither .gbnf nor .lark"),
+    ("root ::= " + "(" * 3000 + '"a"' + ")" * 3000 + "\n", (), "nests its groups too deeply"),
 ])
 def test_cli_refuses_with_one_line(tmp_path, content, args, words):
     name = "g.txt" if "neither" in words else "g.gbnf"

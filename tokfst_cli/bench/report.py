@@ -86,18 +86,20 @@ def header_lines(doc: dict, table: dict) -> list[str]:
             f"Repetitions: figures are medians of {table['repeat']} runs. Command: `{doc['command']}`"]
 
 
+def table_lines(t: dict, head: list[str]) -> list[str]:
+    """One table as Markdown: its title, the ``head`` lines, the rows, its notes."""
+    cols = t["columns"]
+    out = [f"### {t['title']}", "", *head, ""]
+    out.append("| " + " | ".join(c["label"] for c in cols) + " |")
+    out.append("| " + " | ".join("---" if c["kind"] == "text" else "---:" for c in cols) + " |")
+    for row in t["rows"]:
+        out.append("| " + " | ".join(fmt(row, c["key"], c["kind"]).replace("|", "\\|") for c in cols) + " |")
+    out.append("")
+    return out + [n for note in t["notes"] for n in (note, "")]
+
+
 def markdown(doc: dict) -> str:
-    out = []
-    for t in doc["tables"]:
-        cols = t["columns"]
-        out += [f"### {t['title']}", "", *header_lines(doc, t), ""]
-        out.append("| " + " | ".join(c["label"] for c in cols) + " |")
-        out.append("| " + " | ".join("---" if c["kind"] == "text" else "---:" for c in cols) + " |")
-        for row in t["rows"]:
-            cells = [fmt(row, c["key"], c["kind"]).replace("|", "\\|") for c in cols]
-            out.append("| " + " | ".join(cells) + " |")
-        out.append("")
-        out += [n for note in t["notes"] for n in (note, "")]
+    out = [line for t in doc["tables"] for line in table_lines(t, header_lines(doc, t))]
     out.append(checks_line(doc))
     return "\n".join(out) + "\n"
 
@@ -118,14 +120,7 @@ def page(docs: list[dict], title: str) -> str:
                 f"- commit: {doc.get('commit') or 'not recorded'}",
                 f"- command: `{doc['command']}`", ""]
         for t in doc["tables"]:
-            cols = t["columns"]
-            out += [f"### {t['title']}", "", f"Figures are medians of {t['repeat']} runs.", ""]
-            out.append("| " + " | ".join(c["label"] for c in cols) + " |")
-            out.append("| " + " | ".join("---" if c["kind"] == "text" else "---:" for c in cols) + " |")
-            for row in t["rows"]:
-                out.append("| " + " | ".join(fmt(row, c["key"], c["kind"]).replace("|", "\\|") for c in cols) + " |")
-            out.append("")
-            out += [n for note in t["notes"] for n in (note, "")]
+            out += table_lines(t, [f"Figures are medians of {t['repeat']} runs."])
         out += [checks_line(doc), ""]
     return "\n".join(out).rstrip("\n") + "\n"
 

@@ -7,3 +7,7 @@
     length    max_tokens: at most N tokens (App. B's Gamma^k)
     product   intersections over arc arrays
 """
+
+from tokfst_cli import compat
+
+__getattr__ = compat.forward(__name__, "compose")  # release 0.1's tokfst_cli.filters.Filters & co., with a warning

@@ -15,11 +15,11 @@ import re
 
 import lark
 
-from tokfst_cli.automata.utf8 import ranges_of_ranges
+from tokfst_cli.automata.utf8 import MAX_CODE_POINT, ranges_of_ranges, remove_surrogates
 from tokfst_cli.errors import InputError
 from tokfst_cli.grammar.ir import EMPTY, Chars, Expr, Grammar, Ref, Repeat, Text, alt, seq
 
-ANY = ((0, 0xD7FF), (0xE000, 0x10FFFF))  # '.': every code point UTF-8 can spell
+ANY = tuple(remove_surrogates([(0, MAX_CODE_POINT)]))  # '.': every code point UTF-8 can spell
 
 # GBNF's syntax. A rule head ``NAME ::=`` is one token, tried before NAME (priority 2), so that
 # LALR(1) sees where a rule ends without a rule separator.

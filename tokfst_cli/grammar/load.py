@@ -43,7 +43,11 @@ def compile_grammar(text: str, format: str = "gbnf", *, source: str = "<grammar>
                     import_paths: list[str] = ()) -> ByteAutomaton:
     """The minimal byte DFA of a grammar whose recursion is left- or right-linear; self-embedding is
     refused by name (``InputError``, hint ``grammar-recursion``)."""
-    return compile_ir(read(text, format, source, import_paths), max_states)
+    try:
+        return compile_ir(read(text, format, source, import_paths), max_states)
+    except RecursionError:  # the readers and the compiler walk expressions recursively
+        raise InputError(f"grammar {source} nests its groups too deeply to read",
+                         "move deep groups into rules of their own") from None
 
 
 def compile_file(path: str, text: str, max_states: int = 1_000_000) -> ByteAutomaton:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import pynini
 
+from tokfst_cli.automata import utf8
 from tokfst_cli.automata.fsts import ranges_acceptor, text_acceptor
 from tokfst_cli.automata.graph import strongly_connected
 from tokfst_cli.automata.symbols import byte_table
@@ -31,7 +32,6 @@ from tokfst_cli.grammar.ir import Alt, Chars, Expr, Grammar, Ref, Regex, Repeat,
 from tokfst_cli.support.progress import report
 from tokfst_cli.text.regex import ByteAutomaton, compile_regex, determinize_bounded
 
-ANY = ((0, 0xD7FF), (0xE000, 0x10FFFF))  # every code point UTF-8 can spell
 HINT = "grammar-recursion"
 
 
@@ -90,7 +90,7 @@ class Compiler:
         if isinstance(x, Text):
             return text_acceptor(x.text)
         if isinstance(x, Chars):
-            return ranges_acceptor(_complement(x.ranges) if x.negated else list(x.ranges))
+            return ranges_acceptor(utf8.complement(utf8.ranges_of_ranges(x.ranges)) if x.negated else list(x.ranges))
         if isinstance(x, Regex):
             f = compile_regex(x.pattern, self.max_states).fst.copy()
             return f.set_input_symbols(None).set_output_symbols(None)
@@ -176,23 +176,6 @@ class Compiler:
         raise InputError(f"grammar {self.g.source}: rule '{name}'{line} is self-embedding: it names '{ref.name}' "
                          "inside its text, not only at its start or its end (pushdown grammars are not compiled)",
                          "rewrite the recursion as a repetition, or bound its depth by hand", hint=HINT)
-
-
-def _complement(ranges: tuple[tuple[int, int], ...]) -> list[tuple[int, int]]:
-    """The code points UTF-8 can spell outside ``ranges``."""
-    out, lo = [], 0
-    for a, b in sorted(ranges):
-        if a > lo:
-            out.append((lo, a - 1))
-        lo = max(lo, b + 1)
-    if lo <= 0x10FFFF:
-        out.append((lo, 0x10FFFF))
-    return [(a, b) for r in out for a, b in _no_surrogates(r)]
-
-
-def _no_surrogates(r: tuple[int, int]) -> list[tuple[int, int]]:
-    a, b = r
-    return [(x, y) for x, y in ((a, min(b, 0xD7FF)), (max(a, 0xE000), b)) if x <= y]
 
 
 def _splice(big: pynini.Fst, src: int, dst: int, part: pynini.Fst, one) -> None:

@@ -32,18 +32,8 @@ The texts accepted, by decision:
 * limits: every automaton stays under ``max_states`` (``LimitError``), estimated first where
   the size is known beforehand (``any_order``, ``multipleOf``, ``uniqueItems``, repetitions).
 """
-import importlib
-import warnings
 
-_MOVED = {"compile_schema": "compile", "CompiledSchema": "compile", "MAX_DEPTH": "compile", "MAX_STATES": "compile",
-          "LENIENT_COUNT": "compile"}
+from tokfst_cli import compat
 
-
-def __getattr__(name: str):
-    """``tokfst_cli.schema.compile_schema`` and friends of release 0.1, loaded on use (no import here)."""
-    if name in _MOVED:
-
-        module = f"{__name__}.{_MOVED[name]}"
-        warnings.warn(f"{__name__}.{name} is deprecated; use {module}.{name}", DeprecationWarning, stacklevel=2)
-        return getattr(importlib.import_module(module), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = compat.forward(__name__, {name: "compile" for name in (  # release 0.1's names, with a warning
+    "compile_schema", "CompiledSchema", "MAX_DEPTH", "MAX_STATES", "LENIENT_COUNT")})
