@@ -14,6 +14,7 @@ import io
 import os
 import pty
 import re
+import shlex
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -128,6 +129,73 @@ def run(*args, stdin: bytes | str | None = None) -> Run:
     finally:
         sys.argv, sys.stdin, output.OUT.err = saved
     return Run(tuple(args), rc, out.value(), err.value())
+
+
+@contextlib.contextmanager
+def inside(cwd: Path, env: dict[str, str] | None = None):
+    """This process in ``cwd`` with ``env`` as its environment, both restored after."""
+    here, saved = os.getcwd(), dict(os.environ)
+    os.chdir(cwd)
+    if env is not None:
+        os.environ.clear()
+        os.environ.update(env)
+    try:
+        yield
+    finally:
+        os.chdir(here)
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(saved)
+
+
+def strip_comment(line: str) -> str:
+    """The command without a trailing shell comment (a '#' outside quotes, after a space)."""
+    quote = None
+    for i, ch in enumerate(line):
+        if quote:
+            if ch == quote:
+                quote = None
+            elif ch == "\\" and quote == '"':
+                continue
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "#" and (i == 0 or line[i - 1] in " \t"):
+            return line[:i].rstrip()
+    return line.rstrip()
+
+
+def plain_argv(command: str) -> list[str] | None:
+    """A ``tokfst ...`` command's words, or None where a shell must read it: an operator (pipe,
+    redirection, list), or an expansion (``$``, a backquote, a glob, ``~``) outside quotes."""
+    lex = shlex.shlex(command, posix=False, punctuation_chars=True)
+    lex.whitespace_split, lex.commenters = True, ""
+    for word in lex:
+        if word[0] in "'\"":
+            continue
+        if set(word) <= set("();<>|&") or any(c in word for c in "$`*?[~"):
+            return None
+    argv = shlex.split(command)
+    return argv if argv and argv[0] == "tokfst" else None
+
+
+def run_line(line: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 600) -> Run:
+    """One documented command line from ``cwd``: a plain ``tokfst ...`` in this process (:func:`run`),
+    anything a shell must read through ``bash -o pipefail``."""
+    command = strip_comment(line)
+    argv = plain_argv(command)
+    if argv is not None:
+        with inside(cwd, env):
+            return run(*argv[1:])
+    p = subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=cwd, env=env, capture_output=True,
+                       timeout=timeout, stdin=subprocess.DEVNULL)
+    return Run((command,), p.returncode, p.stdout, p.stderr)
+
+
+def run_python(code: str, where: str, cwd: Path) -> None:
+    """A documented Python block, run in this process from ``cwd`` as a script (``__main__``); its
+    output is discarded, an exception fails the caller."""
+    with inside(cwd), contextlib.redirect_stdout(io.StringIO()):
+        exec(compile(code, where, "exec"), {"__name__": "__main__"})
 
 
 def tool(*args) -> subprocess.CompletedProcess:

@@ -3,11 +3,13 @@
 ``tests/`` as the repository root does.
 
 * a ```sh line whose first word is ``tokfst`` (continuation lines with a trailing backslash
-  joined) must exit 0, or the code a trailing ``# exit N`` comment names; a line with ``|`` runs
-  through ``bash -c`` (with ``pipefail``, so ``tokfst`` on either side of the pipe counts); a line
-  ending in ``# not run: REASON`` is skipped (peers, network, longer than 20 s);
-* a ```python block runs with this interpreter, unless the line before its fence is
-  ``<!-- not run: REASON -->``.
+  joined) must exit 0, or the code a trailing ``# exit N`` comment names; a plain command runs in
+  this process (``runner.run_line``: the CLI's ``main`` with its argv), a line a shell must read
+  (``|``, redirections, ``$``) through ``bash -c`` (with ``pipefail``, so ``tokfst`` on either side
+  of the pipe counts); a line ending in ``# not run: REASON`` is skipped (peers, network, longer
+  than 20 s); the console script itself is tested by the subprocess tests (tests/cli);
+* a ```python block runs in this process as a script (``__main__``), unless the line before its
+  fence is ``<!-- not run: REASON -->``.
 
 Each document gets its own directory, so a file one example writes is there for the next ones
 (``tokfst promote ... date.json`` then ``tokfst.load("date.json", ...)``). docs/results/ is not
@@ -18,17 +20,16 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from .runner import run_line, run_python, strip_comment
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-TIMEOUT = 120
 
 FENCE = re.compile(r"^```(\w*)\s*$")
 NOT_RUN_BLOCK = re.compile(r"^<!--\s*not run:\s*\S.*-->\s*$")
@@ -42,22 +43,6 @@ def tokfst_bin() -> str:
     if not found:
         pytest.skip("no installed tokfst executable")
     return found
-
-
-def _strip_comment(line: str) -> str:
-    """The command without a trailing shell comment (a '#' outside quotes, after a space)."""
-    quote = None
-    for i, ch in enumerate(line):
-        if quote:
-            if ch == quote:
-                quote = None
-            elif ch == "\\" and quote == '"':
-                continue
-        elif ch in "'\"":
-            quote = ch
-        elif ch == "#" and (i == 0 or line[i - 1] in " \t"):
-            return line[:i].rstrip()
-    return line.rstrip()
 
 
 def examples(path: Path) -> list[tuple[str, int, str, int | None]]:
@@ -113,22 +98,6 @@ def _env() -> dict[str, str]:
     return env
 
 
-def run_sh(line: str, cwd: Path) -> subprocess.CompletedProcess:
-    command = _strip_comment(line)
-    if "|" in command or "<" in command or ">" in command or "$(" in command:
-        argv = ["bash", "-o", "pipefail", "-c", command]
-    else:
-        argv = shlex.split(command)
-        argv[0] = tokfst_bin()
-    return subprocess.run(argv, cwd=cwd, env=_env(), capture_output=True, text=True, errors="replace", timeout=TIMEOUT,
-                          stdin=subprocess.DEVNULL)
-
-
-def run_python(code: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=_env(), capture_output=True, errors="replace",
-                          text=True, timeout=TIMEOUT, stdin=subprocess.DEVNULL)
-
-
 def test_the_example_reader():
     text = ("```sh\ntokfst a -e 'x#y' out  # exit 2\necho no\ntokfst b \\\n  --c  # not run: slow\n```\n"
             "<!-- not run: needs a GPU -->\n```python\nprint(1)\n```\n```python\nprint(2)\n```\n")
@@ -141,7 +110,7 @@ def test_the_example_reader():
     assert [(k, c.strip(), e) for k, _, c, e in got] == [
         ("sh", "tokfst a -e 'x#y' out  # exit 2", 2), ("skip", "tokfst b  --c  # not run: slow", None),
         ("skip", "print(1)", None), ("python", "print(2)", None)]
-    assert _strip_comment("tokfst a -e 'x#y' out  # exit 2") == "tokfst a -e 'x#y' out"
+    assert strip_comment("tokfst a -e 'x#y' out  # exit 2") == "tokfst a -e 'x#y' out"
 
 
 def test_every_document_has_examples():
@@ -159,11 +128,10 @@ def test_examples_run(path, workdir):
         if kind == "skip":
             continue
         if kind == "sh":
-            proc = run_sh(code, workdir)
+            proc = run_line(code, workdir, _env())
             assert proc.returncode == expected, (
                 f"{where}: {code.strip()}\nexit {proc.returncode}, expected {expected}\n{proc.stderr[-2000:]}")
         else:
-            proc = run_python(code, workdir)
-            assert proc.returncode == 0, f"{where}: python block failed\n{proc.stderr[-3000:]}"
+            run_python(code, where, workdir)
         ran += 1
     assert ran

@@ -4,10 +4,10 @@ and ``tests/`` as the repository root does (a file one example writes is there f
 from __future__ import annotations
 
 import os
-import subprocess
 
 import pytest
 
+from .runner import run_line
 from .test_examples import ROOT, _env
 
 
@@ -62,8 +62,7 @@ def test_help_examples_run(name, workdir, tmp_path_factory):
     for line in HELP[name]:
         if line.startswith("tokfst bench ") and not THOROUGH:
             continue
-        proc = subprocess.run(["bash", "-o", "pipefail", "-c", line], cwd=workdir, env=env, capture_output=True,
-                              text=True, errors="replace", timeout=600, stdin=subprocess.DEVNULL)
+        proc = run_line(line, workdir, env)
         assert proc.returncode in (0, 1) if line.startswith("tokfst canonical-check") else proc.returncode == 0, (
             f"{name}: {line}\nexit {proc.returncode}\n{proc.stderr[-2000:]}")
         ran += 1

@@ -34,6 +34,7 @@ from tokfst_cli.automata.fst_io import FST_MAGIC
 from tokfst_cli.decoding.healing import Healing
 from tokfst_cli.decoding.matcher import Steps, pack
 from tokfst_cli.errors import DisallowedTokenError, InputError, UsageError
+from tokfst_cli.grammar.pushdown import Pushdown, from_fst
 from tokfst_cli.support.files import read_artifact
 from tokfst_cli.tokenizer.model import TokenizerModel
 
@@ -420,6 +421,14 @@ def load(path: str, tokenizer: TokenizerModel | str | None = None) -> Decoder:
         from tokfst_cli.automata.fst_io import parse_fst  # deferred: start-up: only this path needs it
 
         fst = parse_fst(data, path)  # the bytes already read: '-' (stdin) is read once
+        pdt = from_fst(fst, path)
+        if pdt is not None:  # promote --grammar's pushdown automaton over bytes
+            if model is None:
+                raise InputError(f"{path} is a pushdown automaton over bytes", "load it with its tokenizer",
+                                 hint="artifact-needs-tokenizer")
+            from tokfst_cli.promotion.stack import PushdownDecoder  # deferred: start-up: only this path needs it
+
+            return PushdownDecoder(model, pdt)
         _same_tokenizer(fst, model, path)
         size = model.vocab_size if model is not None else _vocab_of(fst, path)
         return FstDecoder(fst, size, model)
@@ -432,8 +441,9 @@ def load(path: str, tokenizer: TokenizerModel | str | None = None) -> Decoder:
 def lazy(tokenizer: TokenizerModel | str, pattern: str | None = None, *, schema: Any = None,
          automaton: Any = None, grammar: str | None = None, grammar_format: str = "gbnf", **schema_options: Any):
     """The agnostic constraint of a regex, a JSON Schema, a grammar (its text, in ``grammar_format``:
-    ``gbnf`` or ``lark``; recursion left- or right-linear) or a byte automaton, expanded per state
-    on first use (``lazy.LazyDecoder``: no promotion); ``tokenizer`` a model, a path or a bundled
+    ``gbnf`` or ``lark``; a self-embedding one decodes with a stack, ``stack.PushdownDecoder``) or a
+    byte automaton, expanded per state on first use (``lazy.LazyDecoder``: no promotion); ``tokenizer``
+    a model, a path or a bundled
     name; ``filters=`` text-level ``Filters`` (``lazy.decoder``); ``promote --format lazy``
     writes the same decoder's artifact, which :func:`load` reads."""
     from tokfst_cli.promotion import lazy as lazy_mod  # deferred: start-up: only this path needs it
@@ -444,6 +454,10 @@ def lazy(tokenizer: TokenizerModel | str, pattern: str | None = None, *, schema:
         from tokfst_cli.grammar.load import compile_grammar  # deferred: start-up: only this path needs it
 
         automaton = compile_grammar(grammar, grammar_format)
+    if isinstance(automaton, Pushdown):
+        from tokfst_cli.promotion.stack import PushdownDecoder  # deferred: start-up: only this path needs it
+
+        return PushdownDecoder(model, automaton)
     return lazy_mod.decoder(model, pattern, schema=schema, automaton=automaton, **schema_options)
 
 

@@ -91,7 +91,7 @@ def test_cli_promotes_gbnf_and_lark_files(tmp_path, tokenizer):
 
 
 @pytest.mark.parametrize("content, args, words", [
-    ('root ::= e\ne ::= "(" e ")" | "x"\n', (), "self-embedding"),
+    ('root ::= e\ne ::= "(" e ")" | "x"\n', ("--canonical",), "needs a stack"),
     ('root ::= x\n', (), "not defined"),
     ('root ::= "a"\n', ("-e", "a"), "give one of"),
     ('start: "a"\n', (), "neither .gbnf nor .lark"),

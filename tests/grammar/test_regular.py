@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from tokfst_cli.errors import InputError
 from tokfst_cli.grammar.ir import Alt, Chars, Grammar, Ref, Regex, Repeat, Seq, Text
 from tokfst_cli.grammar.load import compile_grammar, read
+from tokfst_cli.grammar.pushdown import Pushdown
 from tokfst_cli.grammar.regular import compile_grammar as compile_ir
 from tokfst_cli.text.regex import compile_regex
 
@@ -157,20 +158,15 @@ def test_right_and_left_linear_cycles_of_several_rules():
         assert accepts(fst, [b + 1 for b in s.encode()]) == ok, s
 
 
-@pytest.mark.parametrize("gbnf, rule", [
-    ('root ::= value\nvalue ::= "[" (value ("," value)*)? "]" | "1"\n', "value"),
-    ('root ::= e\ne ::= t ("+" t)*\nt ::= "(" e ")" | [0-9]\n', "e"),
+@pytest.mark.parametrize("gbnf, rules", [
+    ('root ::= value\nvalue ::= "[" (value ("," value)*)? "]" | "1"\n', {"value", "root"}),
+    ('root ::= e\ne ::= t ("+" t)*\nt ::= "(" e ")" | [0-9]\n', {"e", "t", "root"}),
+    ('root ::= "a" root | root "b" | "c"\n', {"root"}),  # recursion at both ends
 ])
-def test_self_embedding_is_refused_by_name(gbnf, rule):
-    with pytest.raises(InputError) as e:
-        compile_grammar(gbnf, "gbnf", source="g.gbnf")
-    assert e.value.hint == "grammar-recursion" and "self-embedding" in str(e.value) and "g.gbnf" in str(e.value)
-    assert "\n" not in str(e.value)
-
-
-def test_mixed_recursion_is_refused():
-    with pytest.raises(InputError, match="both at the start and at the end"):
-        compile_grammar('root ::= "a" root | root "b" | "c"\n', "gbnf")
+def test_self_embedding_needs_the_stack(gbnf, rules):
+    """What no finite automaton spells becomes a PDT over the rules that need it (test_pushdown.py decodes them)."""
+    p = compile_grammar(gbnf, "gbnf", source="g.gbnf")
+    assert isinstance(p, Pushdown) and set(p.rules) == rules and p.source == "g.gbnf"
 
 
 def test_unreachable_rules_are_not_compiled():

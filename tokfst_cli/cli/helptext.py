@@ -129,8 +129,8 @@ Examples:
       --format index capital.json
   tokfst promote tests/data/llama2.json -f examples/email.re --format index > email.json
   tokfst promote tests/data/llama2.json -e '(中|켤)' --no-byte-tokens | tokfst draw - bytes.svg
-  tokfst promote gpt2 --schema examples/person.schema.json --canonical --format index > person.json
-  tokfst promote gpt2 --schema examples/person.schema.json --format index > person-terminals.json
+  tokfst promote gpt2 --schema examples/person.json --format lazy person.lazy
+  tokfst promote gpt2 --schema examples/person.json --format index > person-terminals.json
   tokfst promote gpt2 -e 'Summary:(\\n\\* (?P<PARAGRAPH_TOKEN>)+){3,5}' --format index > summary.json
   tokfst promote gpt2 -e '[A-Za-zα-ω ]{1,12}' --scripts Greek --fuse-spaces --max-tokens 4 > greek.fst
   tokfst promote gpt2 -e '(Cologne|Berlin)' | fstprint | head

@@ -119,9 +119,10 @@ def promote_cmd(
     source = (read_grammar(grammar, regex, regex_file, schema, max_states) if grammar is not None else
               read_schema(schema, regex, regex_file, whitespace.value, max_depth, lenient, any_order, max_states))
     pattern = source.pattern if source is not None else read_pattern(regex, regex_file)
-    filters = Filters(tuple(s.strip() for s in scripts.split(",") if s.strip()) if scripts else (), ascii_only, nfc,
-                      no_byte_tokens, literal_ascii, fuse_spaces, max_tokens)
+    filters = _filters(scripts, ascii_only, nfc, no_byte_tokens, literal_ascii, fuse_spaces, max_tokens)
     prompt = read_prompt(prompt, prompt_file)
+    if hasattr(source, "parens"):  # a self-embedding grammar: its PDT (grammar.pushdown)
+        return _write_pushdown(source, out, fmt, (canonical, filters, prompt, terminals), verbose)
     if fmt is Format.fst:
         OUT.refuse_binary_tty(out)
     if fmt is Format.lazy:
@@ -130,16 +131,28 @@ def promote_cmd(
         return
     if terminals is None:
         terminals = not canonical and not filters.token_level() and (source is not None or _token_groups(pattern))
-    with OUT.progress("loading tokenizer"):
-        model = tokmod.load(tokenizer)
-        pipeline.check_method(model, canonical, method.value if method else None, level.value)
-        pipeline.check_options(model, canonical, filters, prompt, terminals)
+    model = _checked_model(tokenizer, canonical, method, level, filters, prompt, terminals)
     with OUT.progress("promoting"):
         result = pipeline.build(model, pattern, canonical=canonical, method=method.value if method else None,
                                 limits=pipeline.Limits(max_states, max_arcs), artifact=artifact,
                                 factorized_ok=fmt is Format.index, cache=not no_cache, level=level.value,
                                 filters=filters, prompt=prompt, automaton=source, terminals=terminals)
     _write(result, out, fmt, verbose)
+
+
+def _checked_model(tokenizer: str, canonical: bool, method: Method | None, level: Level, filters: Filters,
+                   prompt: str | None, terminals: bool):
+    """The tokenizer, loaded, with the options checked against it (``pipeline.check_*``)."""
+    with OUT.progress("loading tokenizer"):
+        model = tokmod.load(tokenizer)
+        pipeline.check_method(model, canonical, method.value if method else None, level.value)
+        pipeline.check_options(model, canonical, filters, prompt, terminals)
+    return model
+
+
+def _filters(scripts: str | None, *flags) -> Filters:
+    """--scripts A,B and the other filter options as one ``Filters``."""
+    return Filters(tuple(s.strip() for s in scripts.split(",") if s.strip()) if scripts else (), *flags)
 
 
 def _check_lazy(canonical: bool, filters: Filters, prompt: str | None, terminals: bool | None,
@@ -177,6 +190,26 @@ def _write_lazy(tokenizer: str, source, pattern: str, filters: Filters, max_stat
     if verbose:
         OUT.say(f"tokfst: lazy artifact: {table.states} states of the byte DFA, {table.delta.shape[1]} classes of "
                 f"bytes, {len(data)} bytes, in {(time.perf_counter() - start) * 1000:.1f} ms")
+
+
+def _write_pushdown(pdt, out: str | None, fmt: Format, options: tuple, verbose: bool) -> None:
+    """A grammar that needs a stack: its byte PDT as one .fst (parentheses named in its symbol
+    table), which ``tokfst.load(path, tokenizer)`` decodes; nothing finite to index or filter.
+    ``options``: --canonical, the filters, --prompt, --terminals (none of them taken)."""
+    from tokfst_cli.grammar.pushdown import with_symbols  # deferred: start-up: only this path needs it
+
+    canonical, filters, prompt, terminals = options
+    if fmt is not Format.fst or canonical or filters.text_level() or filters.token_level() or prompt or terminals:
+        raise InputError(f"{pdt.pattern} needs a stack (rules {', '.join(pdt.rules)}): it is written as a pushdown "
+                         "automaton over bytes, without --format index/lazy, --canonical, filters or --prompt",
+                         "drop those options (tokfst.load(FILE, tokenizer) decodes the .fst), or make the "
+                         "recursion left- or right-linear", hint="grammar-pushdown")
+    OUT.refuse_binary_tty(out)
+    fst = with_symbols(pdt)
+    OUT.fst(out, fst)
+    if verbose:
+        OUT.say(f"tokfst: pushdown automaton: {fst.num_states()} states, {len(pdt.parens)} parenthesis pairs; "
+                f"rules with a stack: {', '.join(pdt.rules)}")
 
 
 def _token_groups(pattern: str) -> bool:

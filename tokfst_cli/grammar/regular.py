@@ -13,10 +13,11 @@ connected component of the rule graph at a time (dependencies first):
   a path from N's state to the final state (right-linear); only as its first item: a path from
   M's state to N's, from the start for the alternatives without a member (left-linear).
 
-Anything else is refused by name (:class:`~tokfst_cli.errors.InputError`, hint
-``grammar-recursion``): the rule, its line, and the reference that embeds it. Every automaton is
-determinized under ``max_states`` (:class:`~tokfst_cli.errors.LimitError`), estimated first for
-bounded repetitions.
+Any other cycle (a rule inside its own text, or recursion at both ends) needs a stack: its rules,
+and every rule that names one of them, become acceptors over bytes and call labels, joined into a
+pushdown transducer by :mod:`.pushdown` (direct left recursion removed first). A grammar whose
+start rule needs no stack stays a DFA. Every automaton is determinized under ``max_states``
+(:class:`~tokfst_cli.errors.LimitError`), estimated first for bounded repetitions.
 """
 
 from __future__ import annotations
@@ -27,12 +28,18 @@ from tokfst_cli.automata import utf8
 from tokfst_cli.automata.fsts import ranges_acceptor, text_acceptor
 from tokfst_cli.automata.graph import strongly_connected
 from tokfst_cli.automata.symbols import byte_table
-from tokfst_cli.errors import EmptyLanguageError, InputError, InternalError, LimitError
-from tokfst_cli.grammar.ir import Alt, Chars, Expr, Grammar, Ref, Regex, Repeat, Seq, Text, walk
+from tokfst_cli.errors import EmptyLanguageError, InternalError, LimitError
+from tokfst_cli.grammar import pushdown
+from tokfst_cli.grammar.ir import Alt, Chars, Expr, Grammar, Ref, Regex, Repeat, Seq, Text, alt, seq, walk
+from tokfst_cli.grammar.pushdown import Pushdown
 from tokfst_cli.support.progress import report
 from tokfst_cli.text.regex import ByteAutomaton, compile_regex, determinize_bounded
 
-HINT = "grammar-recursion"
+HINT = pushdown.HINT
+
+
+class _NeedsStack(Exception):
+    """A cycle of rules that no finite automaton spells (caught: the cycle goes to the stack)."""
 
 
 def components(g: Grammar) -> list[list[str]]:
@@ -67,15 +74,22 @@ class Compiler:
 
     def __init__(self, g: Grammar, max_states: int = 1_000_000):
         self.g, self.max_states = g, max_states
-        self.done: dict[str, pynini.Fst] = {}
+        self.done: dict[str, pynini.Fst] = {}  # rules compiled to byte DFAs
+        self.rtn: dict[str, pynini.Fst] = {}  # rules that need the stack: acceptors over bytes and calls
+        self.label: dict[str, int] = {}  # their call labels
 
-    def compile(self) -> ByteAutomaton:
+    def compile(self) -> ByteAutomaton | Pushdown:
         for comp in components(self.g):
             members = set(comp)
             if len(comp) == 1 and not _mentions(self.g.rules[comp[0]], members):
-                self.done[comp[0]] = self._dfa(self.expr(self.g.rules[comp[0]]), comp[0])
-            else:
+                self._keep(comp[0], self._dfa(self.expr(self.g.rules[comp[0]]), comp[0]))
+                continue
+            try:
                 self._cycle(comp)
+            except _NeedsStack:
+                self._stack(comp)
+        if self.g.start in self.rtn:
+            return pushdown.build(self.rtn, self.label, self.g.start, self.g.source, self.g.lines)
         f = self.done[self.g.start].copy()
         f.connect()
         if f.start() == pynini.NO_STATE_ID or f.num_states() == 0:
@@ -95,11 +109,17 @@ class Compiler:
             f = compile_regex(x.pattern, self.max_states).fst.copy()
             return f.set_input_symbols(None).set_output_symbols(None)
         if isinstance(x, Ref):
+            if x.name in self.label:
+                return _one_arc(self.label[x.name])
             return self.done[x.name].copy()
         if isinstance(x, Seq):
             f = text_acceptor("")
             for item in x.items:
                 f.concat(self.expr(item))
+            return f
+        if isinstance(x, Alt) and not x.items:  # the empty language (a rule with only left-recursive alternatives)
+            f = pynini.Fst()
+            f.set_start(f.add_state())
             return f
         if isinstance(x, Alt):
             return pynini.union(*(self.expr(item) for item in x.items))
@@ -131,10 +151,8 @@ class Compiler:
                 shapes[name].append((side, rest, target))
                 if side in ("left", "right"):
                     sides.add(side)
-        if len(sides) > 1:
-            raise InputError(f"grammar {self.g.source}: the rules {', '.join(sorted(members))} recurse both at the "
-                             "start and at the end of their text (not a regular language in general)",
-                             "keep each cycle of rules left- or right-recursive", hint=HINT)
+        if len(sides) > 1:  # recursion at both ends: not regular in general
+            raise _NeedsStack()
         left = sides == {"left"}
         nfa = pynini.Fst()
         one = pynini.Weight.one(nfa.weight_type())
@@ -155,7 +173,31 @@ class Compiler:
             else:
                 f.set_start(state[name])
                 f.set_final(edge)
-            self.done[name] = self._dfa(f.connect(), f"rule {name}")
+            self._keep(name, self._dfa(f.connect(), f"rule {name}"))
+
+    def _keep(self, name: str, f: pynini.Fst) -> None:
+        """A compiled rule: a DFA, or (if it calls a rule that needs the stack) an RTN rule too."""
+        if pushdown.has_calls(f):
+            self.label[name] = pushdown.call_label(len(self.label))
+            self.rtn[name] = f
+        else:
+            self.done[name] = f
+
+    def _stack(self, comp: list[str]) -> None:
+        """A cycle that needs the stack: each member an acceptor over bytes and call labels, its
+        direct left recursion removed (``A ::= A x | y`` is ``A ::= y x*``)."""
+        members = set(comp)
+        for name in comp:
+            self.label[name] = pushdown.call_label(len(self.label))
+        for name in comp:
+            alts = alternatives(self.g.rules[name], members)
+            left = [bool(items) and isinstance(items[0], Ref) and items[0].name == name for items in alts]
+            tails = [items[1:] for items, is_left in zip(alts, left) if is_left]
+            heads = [items for items, is_left in zip(alts, left) if not is_left]
+            x = alt([seq(items) for items in heads]) if heads else Alt(())
+            if tails:
+                x = seq([x, Repeat(alt([seq(t) for t in tails]), 0, None)])
+            self.rtn[name] = self._dfa(self.expr(x), f"rule {name}")
 
     def _shape(self, name: str, items: list[Expr], members: set[str]) -> tuple[str, list[Expr], str | None]:
         """(``"exit"``, ``"left"``, ``"right"`` or ``"unit"``; the items besides the member; the member)."""
@@ -171,11 +213,7 @@ class Compiler:
                 return "right", rest, target
             if at[0] == 0:
                 return "left", rest, target
-        ref = next(r for i in at for r in walk(items[i]) if isinstance(r, Ref) and r.name in members)
-        line = f" (line {self.g.lines[name]})" if name in self.g.lines else ""
-        raise InputError(f"grammar {self.g.source}: rule '{name}'{line} is self-embedding: it names '{ref.name}' "
-                         "inside its text, not only at its start or its end (pushdown grammars are not compiled)",
-                         "rewrite the recursion as a repetition, or bound its depth by hand", hint=HINT)
+        raise _NeedsStack()  # self-embedding: a member inside the text, or under a repetition
 
 
 def _splice(big: pynini.Fst, src: int, dst: int, part: pynini.Fst, one) -> None:
@@ -193,7 +231,17 @@ def _splice(big: pynini.Fst, src: int, dst: int, part: pynini.Fst, one) -> None:
     big.add_arc(src, pynini.Arc(0, 0, one, base + part.start()))
 
 
-def compile_grammar(g: Grammar, max_states: int = 1_000_000) -> ByteAutomaton:
-    """The minimal byte DFA of the grammar's language (its recursion left- or right-linear)."""
+def _one_arc(label: int) -> pynini.Fst:
+    f = pynini.Fst()
+    s, t = f.add_state(), f.add_state()
+    f.set_start(s)
+    f.set_final(t)
+    f.add_arc(s, pynini.Arc(label, label, pynini.Weight.one(f.weight_type()), t))
+    return f
+
+
+def compile_grammar(g: Grammar, max_states: int = 1_000_000) -> ByteAutomaton | Pushdown:
+    """The minimal byte DFA of the grammar's language where its recursion is left- or right-linear,
+    else its PDT (:mod:`.pushdown`)."""
     return Compiler(g, max_states).compile()
 

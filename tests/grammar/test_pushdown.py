@@ -1,0 +1,311 @@
+"""Self-embedding grammars: the PDT (grammar.pushdown) and its decoder (promotion.stack), against
+lark's LALR parser fed one character at a time as the oracle of viable prefixes.
+
+Every terminal of the grammars here is one character, so a text is a prefix of some sentence
+exactly when the LALR parser takes its characters one by one (``Prefixes``); a sentence is one
+that it also ends. For each grammar and GPT-2 and Llama-2:
+
+* walks led by tokfst's masks: every chosen token keeps the text a viable prefix, the state is
+  final exactly where the oracle may end, no mask is empty at a non-final state; at each step the
+  mask agrees with the oracle on every single-byte token and on samples of allowed and
+  disallowed tokens;
+* walks led by the oracle: sentences drawn by Hypothesis (independent generators, not the
+  grammar), cut into tokens, are accepted token by token and end final;
+* deep recursion (10,000 open parentheses), left recursion, nullable and mutually recursive
+  rules; refusals by name (indirect left recursion, no terminating alternative, options the
+  PDT cannot take).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from lark import Lark, Token
+from lark.exceptions import UnexpectedInput
+
+import tokfst_cli as tokfst
+from tokfst_cli.errors import DisallowedTokenError, EmptyLanguageError, InputError
+from tokfst_cli.grammar.load import compile_grammar
+from tokfst_cli.grammar.pushdown import Pushdown
+from tokfst_cli.promotion.stack import PushdownDecoder
+
+from ..runner import run
+
+ARITH = r"""
+start: expr
+expr: expr "+" term | expr "-" term | term
+term: term "*" factor | factor
+factor: "(" expr ")" | num
+num: DIGIT | num DIGIT
+DIGIT: /[0-9]/
+"""
+
+SEXP = r"""
+start: sexp
+sexp: "(" ")" | "(" items ")" | atom
+items: sexp | items " " sexp
+atom: LETTER | atom LETTER
+LETTER: /[a-z]/
+"""
+
+JSON = r"""
+start: value
+value: object | array | string | number | "t" "r" "u" "e" | "n" "u" "l" "l"
+object: "{" "}" | "{" pair ("," pair)* "}"
+pair: string ":" value
+array: "[" "]" | "[" value ("," value)* "]"
+string: "\"" CHAR* "\""
+CHAR: /[a-z ]/
+number: "-"? DIGIT+
+DIGIT: /[0-9]/
+"""
+
+GRAMMARS = {"arith": ARITH, "sexp": SEXP, "json": JSON}
+
+
+class Prefixes:
+    """lark's LALR parser over one-character terminals: the viable prefixes and the sentences."""
+
+    def __init__(self, grammar: str):
+        self.lark = Lark(grammar, parser="lalr")
+        self.terms = [(t.name, re.compile(t.pattern.to_regexp())) for t in self.lark.terminals]
+
+    def start(self) -> list:
+        return [self.lark.parse_interactive("")]
+
+    def feed(self, parsers: list, data: bytes) -> list:
+        try:
+            text = data.decode("ascii")
+        except UnicodeDecodeError:
+            return []
+        for ch in text:
+            nxt = []
+            for ip in parsers:
+                for name, rx in self.terms:
+                    if rx.fullmatch(ch):
+                        c = ip.copy()
+                        try:
+                            c.feed_token(Token(name, ch))
+                        except UnexpectedInput:
+                            continue
+                        nxt.append(c)
+            parsers = nxt
+            if not parsers:
+                break
+        return parsers
+
+    def ends(self, parsers: list) -> bool:
+        for ip in parsers:
+            try:
+                ip.copy().feed_eof()
+                return True
+            except UnexpectedInput:
+                continue
+        return False
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    return {name: compile_grammar(text, "lark", source=f"{name}.lark") for name, text in GRAMMARS.items()}
+
+
+@pytest.fixture(scope="module")
+def oracles():
+    return {name: Prefixes(text) for name, text in GRAMMARS.items()}
+
+
+def _surfaces(model) -> dict[int, bytes]:
+    return dict(model.lexicon_items())
+
+
+def test_the_grammars_need_a_stack(compiled):
+    assert all(isinstance(p, Pushdown) and p.parens for p in compiled.values())
+
+
+@pytest.mark.parametrize("tok", ["gpt2", "llama2"])
+@pytest.mark.parametrize("name", sorted(GRAMMARS))
+def test_walks_led_by_tokfst_agree_with_the_oracle(name, tok, tokenizer, compiled, oracles):
+    model = tokenizer(tok)
+    decoder = PushdownDecoder(model, compiled[name])
+    oracle, surface = oracles[name], _surfaces(model)
+    single = np.array([t for t, s in surface.items() if len(s) == 1])
+    rng = np.random.default_rng(7)
+    for walk in range(3):
+        state, parsers, text = decoder.initial(), oracle.start(), b""
+        for _ in range(24):
+            mask = decoder.mask(state)
+            allowed = np.flatnonzero(mask)
+            assert decoder.is_final(state) == oracle.ends(parsers), text
+            assert len(allowed) or decoder.is_final(state), f"an empty mask after {text!r}"
+            if not len(allowed):
+                break
+            denied = np.flatnonzero(~mask[: model.vocab_size])
+            picks = [*single, *rng.choice(allowed, min(24, len(allowed)), replace=False),
+                     *rng.choice(denied, min(24, len(denied)), replace=False)]
+            for t in picks:
+                viable = bool(oracle.feed(parsers, surface[int(t)]))
+                assert bool(mask[t]) == viable, f"token {t} {surface[int(t)]!r} after {text!r}"
+            # lean towards short tokens (which close brackets) so that walks end as well as open
+            short = [t for t in allowed if len(surface[int(t)]) <= 2]
+            token = int(rng.choice(short if short and rng.random() < 0.7 else allowed))
+            state = decoder.advance(state, token)
+            parsers = oracle.feed(parsers, surface[token])
+            text += surface[token]
+            assert parsers, text
+
+
+def _arith():
+    leaf = st.integers(0, 999).map(str)
+    return st.recursive(leaf, lambda c: st.one_of(
+        st.tuples(c, st.sampled_from("+-*"), c).map("".join), c.map(lambda x: f"({x})")), max_leaves=12)
+
+
+def _sexp():
+    atom = st.text("abcxyz", min_size=1, max_size=5)
+    return st.recursive(atom, lambda c: st.lists(c, max_size=4).map(lambda xs: "(" + " ".join(xs) + ")"),
+                        max_leaves=12)
+
+
+def _json():
+    leaf = st.one_of(st.none(), st.just(True), st.integers(-10**6, 10**6), st.text("ab z", max_size=6))
+    value = st.recursive(leaf, lambda c: st.one_of(st.lists(c, max_size=4),
+                                                   st.dictionaries(st.text("abc", max_size=4), c, max_size=4)),
+                         max_leaves=12)
+    return value.map(lambda v: json.dumps(v, separators=(",", ":")))
+
+
+SENTENCES = {"arith": _arith(), "sexp": _sexp(), "json": _json()}
+
+
+def _greedy(text: bytes, by_surface: dict[bytes, int]) -> list[int]:
+    """Longest-match token ids spelling ``text`` (any tokenization will do: the masks are agnostic)."""
+    ids, i = [], 0
+    while i < len(text):
+        for k in range(min(16, len(text) - i), 0, -1):
+            if text[i:i + k] in by_surface:
+                ids.append(by_surface[text[i:i + k]])
+                i += k
+                break
+        else:
+            raise AssertionError(f"no token spells {text[i:i + 1]!r}")
+    return ids
+
+
+@pytest.mark.parametrize("tok", ["gpt2", "llama2"])
+@pytest.mark.parametrize("name", sorted(GRAMMARS))
+def test_sentences_led_by_the_oracle_are_accepted(name, tok, tokenizer, compiled, oracles):
+    model = tokenizer(tok)
+    decoder = PushdownDecoder(model, compiled[name])
+    by_surface = {s: t for t, s in sorted(_surfaces(model).items(), reverse=True)}
+
+    @settings(max_examples=40, deadline=None)
+    @given(SENTENCES[name])
+    def check(sentence):
+        data = sentence.encode()
+        assert oracles[name].ends(oracles[name].feed(oracles[name].start(), data)), sentence  # the generator's own
+        state = decoder.initial()
+        for t in _greedy(data, by_surface):
+            assert decoder.mask(state)[t], (sentence, t)
+            state = decoder.advance(state, t)
+        assert decoder.is_final(state), sentence
+
+    check()
+
+
+def test_hf_tokenizations_are_accepted_on_gpt2(tokenizer, compiled):
+    """The tokenizer's own encoding (any tokenization is accepted; this is the one a model sees)."""
+    model, hf = tokenizer("gpt2"), tokenizer.hf("gpt2")
+    decoder = PushdownDecoder(model, compiled["json"])
+    for text in ['{"a":[1,2,{"b":null}],"c":"x y"}', "[[[[[]]]]]", '{"":-12}']:
+        state = decoder.initial()
+        for t in hf.encode(text, add_special_tokens=False).ids:
+            state = decoder.advance(state, t)
+        assert decoder.is_final(state), text
+
+
+def test_ten_thousand_levels_deep(tokenizer):
+    """Nesting 10,000 deep: the stack grows and unwinds, masks stay exact at the bottom."""
+    model = tokenizer("gpt2")
+    d = PushdownDecoder(model, compile_grammar('root ::= "(" root ")" | "x"\n'))
+    op, cl, x = (model.token_id(s) for s in ("(", ")", "x"))
+    state = d.initial()
+    for _ in range(10_000):
+        state = d.advance(state, op)
+    assert d.depth(state) >= 10_000 and not d.is_final(state)
+    state = d.advance(state, x)
+    mask = d.mask(state)
+    assert mask[cl] and not mask[x] and not mask[op]
+    for _ in range(9_999):
+        state = d.advance(state, cl)
+    assert not d.is_final(state)
+    state = d.advance(state, cl)
+    assert d.is_final(state) and not d.mask(state).any()
+    with pytest.raises(DisallowedTokenError):
+        d.advance(state, cl)
+
+
+def test_rollback_and_the_matcher(tokenizer, compiled):
+    model = tokenizer("gpt2")
+    m = PushdownDecoder(model, compiled["arith"]).matcher(eos=model.token_id("<|endoftext|>"))
+    for s in ("(", "1", "+", "2", ")"):
+        m.consume(model.token_id(s))
+    assert m.is_final()
+    before = m.mask().copy()
+    m.consume(model.token_id("*"))
+    assert not m.is_final()
+    m.rollback(1)
+    assert (m.mask() == before).all()
+
+
+@pytest.mark.parametrize("gbnf, words", [
+    ('root ::= a\na ::= b "x" | "(" a ")"\nb ::= a "z" | "y"\n', "left-recursive through"),
+    ('root ::= "(" root ")"\n', "derives no text"),
+])
+def test_refusals_by_name(gbnf, words):
+    with pytest.raises((InputError, EmptyLanguageError), match=words) as e:
+        compile_grammar(gbnf, "gbnf", source="g.gbnf")
+    assert "\n" not in str(e.value) and "g.gbnf" in str(e.value)
+
+
+def test_nullable_and_mutual_recursion(tokenizer):
+    """``a`` and ``b`` call each other inside brackets and may be empty."""
+    model = tokenizer("gpt2")
+    g = 'root ::= a\na ::= "[" b "]" a | ""\nb ::= "{" a "}" b | ""\n'
+    d = PushdownDecoder(model, compile_grammar(g))
+    for text, ok in [("", True), ("[]", True), ("[{}]", True), ("[{[]}{}][]", True), ("[{]}", False), ("{}", False)]:
+        state, alive = d.initial(), True
+        for ch in text:
+            if not d.mask(state)[model.token_id(ch)]:
+                alive = False
+                break
+            state = d.advance(state, model.token_id(ch))
+        assert (alive and d.is_final(state)) == ok, text
+
+
+def test_cli_writes_the_pdt_and_load_decodes_it(tmp_path, tokenizer):
+    g = tmp_path / "arith.lark"
+    g.write_text(ARITH)
+    out = tmp_path / "arith.fst"
+    r = run("promote", "gpt2", "--grammar", g, out)
+    assert r.rc == 0, r.stderr
+    d = tokfst.load(str(out), "gpt2")
+    assert isinstance(d, PushdownDecoder)
+    model = tokenizer("gpt2")
+    direct = PushdownDecoder(model, compile_grammar(ARITH, "lark"))
+    s1, s2 = d.initial(), direct.initial()
+    for ch in "(12*":
+        s1, s2 = d.advance(s1, model.token_id(ch)), direct.advance(s2, model.token_id(ch))
+        assert (d.mask(s1) == direct.mask(s2)).all()
+    refused = run("promote", "gpt2", "--grammar", g, "--format", "index", tmp_path / "x.json")
+    assert refused.rc == 2 and len(refused.err_lines) == 1 and "grammar-pushdown" not in refused.stderr
+    assert "needs a stack" in refused.stderr and not (tmp_path / "x.json").exists()
+
+
+def test_lazy_takes_a_pushdown_grammar(tokenizer):
+    d = tokfst.lazy(tokenizer("gpt2"), grammar=SEXP, grammar_format="lark")
+    assert isinstance(d, PushdownDecoder) and not d.is_final(d.initial())
