@@ -309,3 +309,47 @@ def test_cli_writes_the_pdt_and_load_decodes_it(tmp_path, tokenizer):
 def test_lazy_takes_a_pushdown_grammar(tokenizer):
     d = tokfst.lazy(tokenizer("gpt2"), grammar=SEXP, grammar_format="lark")
     assert isinstance(d, PushdownDecoder) and not d.is_final(d.initial())
+
+
+@pytest.mark.parametrize("cut", [1, 2, 5])
+def test_masks_on_cut_stacks_equal_masks_on_whole_stacks(cut, tokenizer, compiled, monkeypatch):
+    """Masks kept per stack top (``stack.CUT`` frames) and completed where a token pops below it:
+    the same as on whole stacks, along a walk that nests deep (arith: three frames per bracket)."""
+    from tokfst_cli.promotion import stack
+
+    model = tokenizer("gpt2")
+    whole = PushdownDecoder(model, compiled["arith"])
+    monkeypatch.setattr(stack, "CUT", 10**9)
+    surface = _surfaces(model)
+    rng = np.random.default_rng(cut)
+    monkeypatch.setattr(stack, "CUT", cut)
+    cutting = PushdownDecoder(model, compiled["arith"])
+    s1, s2, deepest = cutting.initial(), whole.initial(), 0
+    for _ in range(60):
+        m1 = cutting.mask(s1)
+        monkeypatch.setattr(stack, "CUT", 10**9)
+        m2 = whole.mask(s2)
+        monkeypatch.setattr(stack, "CUT", cut)
+        assert (m1 == m2).all()
+        allowed = np.flatnonzero(m1)
+        opening = [t for t in allowed if surface[int(t)].startswith(b"(")]
+        operator = [t for t in allowed if surface[int(t)][:1] in (b"+", b"*")]
+        pool = opening if opening and rng.random() < 0.8 else operator if operator and rng.random() < 0.7 else allowed
+        token = int(rng.choice(pool))
+        s1, s2 = cutting.advance(s1, token), whole.advance(s2, token)
+        deepest = max(deepest, cutting.depth(s1))
+    assert deepest > 3 * cut
+
+
+def test_bench_grammars_runs_and_agrees_with_llguidance(tmp_path):
+    """``tokfst bench grammars`` on a short walk: every row measured, llguidance (a test extra)
+    follows the walk and its masks equal tokfst's at every step; the JSON names its columns."""
+    out = tmp_path / "g.json"
+    r = run("bench", "grammars", "--tokenizer", "gpt2", "--steps", "30", "--repeat", "3", "--json", out)
+    assert r.rc == 0, r.stderr
+    doc = json.loads(out.read_text())
+    (table,) = doc["tables"]
+    assert [row["grammar"] for row in table["rows"]] == ["arith", "sexp", "json"]
+    for row in table["rows"]:
+        assert row["steps"] == 30 and row["median"]["status"] == "ok" and row["llg_median"]["status"] == "ok"
+        assert row["agree"] == 31, row

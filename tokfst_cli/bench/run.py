@@ -23,6 +23,7 @@ from tokfst_cli.bench.check import REGEXES, check_table
 from tokfst_cli.bench.compile import compile_table
 from tokfst_cli.bench.corpus import load_corpus, paragraph, train
 from tokfst_cli.bench.filters import filters_table
+from tokfst_cli.bench.grammars import grammars_table
 from tokfst_cli.bench.inspect import inspect_table
 from tokfst_cli.bench.logits import logits_table
 from tokfst_cli.bench.masks import default_regexes, masks_table
@@ -42,13 +43,13 @@ from tokfst_cli.tokenizer import model as tokmod
 
 PAPER = ("table1", "table2", "paragraph", "peers", "masks")  # what "all" runs: the paper's tables and the peers
 MODES = PAPER + ("promote", "canonical", "maxmatch", "check", "compile", "logits", "ready", "filters", "inspect",
-                 "terminals")
+                 "terminals", "grammars")
 CORPUS_MODES = {"table1", "table2", "paragraph"}  # train BPE tokenizers on the corpus
 PLOTTED = {"table1", "table2", "paragraph"}  # modes with a scaling table
 FAMILY = {"table2": "bpe", "paragraph": "bpe", "peers": "bpe", "masks": "bpe", "canonical": "bpe",
           "maxmatch": "wordpiece", "promote": None, "check": None, "compile": "bpe", "logits": None,
           "ready": None, "filters": None, "inspect": "bpe",
-          "terminals": None}  # of the --tokenizer tokenizers; table1 uses none
+          "terminals": None, "grammars": None}  # of the --tokenizer tokenizers; table1 uses none
 
 
 @dataclass
@@ -282,6 +283,8 @@ def run_mode(mode: str, p: Plan, corp, text: str | None, trained: list, progress
         return filters_table(extra, regex_set(mode, p.regexes), r.repeat, progress)
     if mode == "terminals":
         return terminals_table(extra, p.regexes or PATTERNS, r.repeat, progress)
+    if mode == "grammars":
+        return grammars_table(extra, r.repeat, r.steps, progress)
     raise ValueError(f"unknown bench mode {mode}")
 
 

@@ -28,13 +28,15 @@ class Mode(str, Enum):
     inspect = "inspect"
     schemas = "schemas"
     terminals = "terminals"
+    grammars = "grammars"
     all = "all"
     report = "report"
 
 
 MODE = typer.Argument(..., metavar="MODE",
                       help="table1, table2, paragraph, peers, masks, promote, canonical, maxmatch, check, compile, "
-                           "logits, ready, filters, inspect, schemas, terminals, or all; report renders results.")
+                           "logits, ready, filters, inspect, schemas, terminals, grammars, or all; report renders "
+                           "results.")
 CORPUS = typer.Option(None, "--corpus", metavar="PATH",
                       help="Training text: a file, or a directory of *.txt files "
                            "[default: /usr/share/doc/python3.11/html/_sources].")

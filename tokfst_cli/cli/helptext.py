@@ -73,7 +73,11 @@ FILE.lark (Lark: lowercase rules, UPPERCASE terminals as strings or regexes, %ig
 spelled out (no lexer between them; %ignore'd terminals may stand between any two). A rule
 whose recursion continues only at the end of its text (item ("," list)?) or only at its start
 (Lark's item*) is a finite automaton, and the grammar then promotes like a regex, --canonical
-and the filters included; a self-embedding rule (expr ::= "(" expr ")") is refused by name.
+and the filters included. A self-embedding rule (expr ::= "(" expr ")") needs a stack: the
+grammar becomes a pushdown automaton over bytes (direct left recursion removed; indirect left
+recursion refused by name), written as one .fst whose symbol table names the parentheses
+("(_k" and ")_k"); tokfst.load(FILE, tokenizer) decodes it with a stack. It takes no --canonical,
+filters, --prompt, --terminals or --format index/lazy (refused by name).
 
 Terminal labels (Koo et al. 2024 Sec. 2.5.1; agnostic only): --terminals replaces the token arcs of
 a wildcard loop ([^"\\\\]*, [^\\n]{0,80}, a JSON string's contents) by one arc per length class
@@ -337,6 +341,11 @@ terminals  per --tokenizer and pattern (default: five wildcard patterns; or -e,
            -f): agnostic promotion expanded and with terminal labels: time, states, arcs,
            the largest state, states of 10^4+ arcs, the most arcs of a terminals state
            whose expanded twin has 10^4+, index export, decoder load, mask at fresh states.
+grammars   per --tokenizer and self-embedding grammar (arithmetic, S-expressions, JSON; Lark
+           text both engines read): a --steps token walk [1000] led by tokfst's masks, then
+           tokfst's pushdown decoder and llguidance along it from fresh matchers: first mask
+           (grammar text to mask), mask median and p99, last/first 100 steps (growth with
+           the output), masks compared at every step.
 
 BPE tokenizers (byte-level, GPT-2-like) are trained on the corpus with HF's BpeTrainer and
 cached under $XDG_CACHE_HOME/tokfst/bench (or $TOKFST_CACHE/bench). Regexes: -e, -f, or
@@ -357,6 +366,7 @@ Examples:
   tokfst bench check --tokenizer gpt2 --tokenizer tests/data/bert-base-uncased.json --rss-mb 10,100
   tokfst bench compile --tokenizer gpt2 --tokenizer tests/data/llama2.json --repeat 3
   tokfst bench schemas tests/data/schemas --tokenizer gpt2 --json schemas.json
+  tokfst bench grammars --tokenizer gpt2 --tokenizer tests/data/llama2.json --steps 1000
 """
 
 DOCTOR = """\

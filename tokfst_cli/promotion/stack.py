@@ -35,6 +35,7 @@ from tokfst_cli.promotion.trie import TokenTrie
 from tokfst_cli.tokenizer.model import TokenizerModel
 
 MASKS = 4096  # masks kept per decoder (the oldest made again on use)
+CUT = 8  # masks are kept per state with each stack cut to its top CUT frames (bitmask)
 STEPS = 1 << 20  # memoized byte steps per decoder before the memo starts anew
 
 
@@ -115,9 +116,16 @@ class PushdownDecoder(Steps):
                     self._bytes[q].setdefault(lab, []).append(to)
         self._final = [f.final(q) != zero for q in range(n)]
         self.root = Frame(0, None)
+        self.cut = Frame(-1, None)  # the bottom of a stack cut to its top CUT frames (below it: unknown)
+        for table in (self._push, self._pop, self._eps):
+            table.append([])
+        self._bytes.append({})
+        self._final.append(False)
+        self._mark = (n, self.cut)  # in a step's result: some configuration would pop below the cut
         self._closures: dict[tuple[int, Frame], frozenset] = {}
         self._steps: dict[tuple[frozenset, int], frozenset] = {}
         self._masks: OrderedDict[frozenset, np.ndarray] = OrderedDict()
+        self._parts: dict[frozenset, tuple[np.ndarray, list]] = {}
         self.start = self._closure(f.start(), self.root)
         if not self.start:
             raise DisallowedTokenError(-1, "the start")
@@ -135,13 +143,16 @@ class PushdownDecoder(Steps):
             s, fr = todo.pop()
             nxt = [(to, fr) for to in self._eps[s]]
             nxt += [(to, fr.push(p)) for p, to in self._push[s]]
-            if fr.below is not None:
+            if fr is self.cut:
+                nxt += [self._mark] if self._pop[s] else []
+            elif fr is not self.root:
                 nxt += [(to, fr.below) for p, to in self._pop[s] if p == fr.paren]
             for c in nxt:
                 if c not in seen:
                     seen.add(c)
                     todo.append(c)
-        got = self._closures[key] = frozenset(c for c in seen if self._bytes[c[0]] or self._final[c[0]])
+        got = self._closures[key] = frozenset(c for c in seen if self._bytes[c[0]] or self._final[c[0]]
+                                              or c == self._mark)
         return got
 
     def step(self, state: frozenset, label: int) -> frozenset:
@@ -163,7 +174,7 @@ class PushdownDecoder(Steps):
         return self.start
 
     def is_final(self, state: frozenset) -> bool:
-        return any(fr.below is None and self._final[q] for q, fr in state)
+        return any(fr is self.root and self._final[q] for q, fr in state)
 
     def advance(self, state: frozenset, token: int) -> frozenset:
         surface = self._surface.get(token) if isinstance(state, frozenset) and state else None
@@ -176,11 +187,29 @@ class PushdownDecoder(Steps):
         return state
 
     def bitmask(self, state: frozenset) -> np.ndarray:
+        """The packed mask at ``state``: the walk of T on its stacks cut to the top CUT frames,
+        kept per cut state (the part of T that a stack's top decides); the subtrees where a token
+        would pop below the cut walked again on the whole stacks, from the byte before."""
         got = self._masks.get(state)
         if got is None:
-            mask = np.zeros(self.vocab_size, bool)
-            allowed = self._walk(state)
-            mask[allowed] = True
+            cut = frozenset((q, self._cut(fr)) for q, fr in state)
+            part = self._parts.get(cut)
+            if part is None:
+                allowed, rest = self._walk(cut, self.trie.root)
+                base = np.zeros(self.vocab_size, bool)
+                base[allowed] = True
+                part = self._parts[cut] = (base, rest)
+                if len(self._parts) >= MASKS:
+                    del self._parts[next(iter(self._parts))]
+            mask = part[0].copy() if part[1] else part[0]
+            for path, toks, inner in part[1]:  # only where the cut stacks ran out: never if none was cut
+                s = state
+                for lab in path:
+                    s = self.step(s, lab)
+                if s:
+                    mask[list(toks)] = True
+                    if inner >= 0:
+                        mask[self._walk(s, inner)[0]] = True
             got = pack(mask)
             got.flags.writeable = False
             if len(self._masks) >= MASKS:
@@ -191,20 +220,40 @@ class PushdownDecoder(Steps):
     def mask(self, state: frozenset) -> np.ndarray:
         return unpack(self.bitmask(state), self.vocab_size)
 
-    def _walk(self, state: frozenset) -> list[int]:
-        """The tokens whose bytes some configuration of ``state`` reads (T's trie, depth first)."""
+    def _cut(self, frame: Frame) -> Frame:
+        """The stack's top CUT frames on ``self.cut`` (the stack itself if it is no deeper)."""
+        if frame.depth <= CUT:
+            return frame
+        top = []
+        while len(top) < CUT:
+            top.append(frame.paren)
+            frame = frame.below
+        out = self.cut
+        for p in reversed(top):
+            out = out.push(p)
+        return out
+
+    def _walk(self, state: frozenset, node: int) -> tuple[list[int], list[tuple[tuple[int, ...], tuple, int]]]:
+        """The tokens under T's ``node`` whose bytes some configuration of ``state`` reads (depth
+        first), and where a configuration would pop below a cut stack: (the bytes from ``node``,
+        the tokens ending there, the node below), not walked."""
         allowed: list[int] = []
-        kids, step = self._kids, self.step
-        todo = [(self.trie.root, state)]
+        rest: list = []
+        kids, step, mark = self._kids, self.step, self._mark
+        todo = [(node, state, ())]
         while todo:
-            u, s = todo.pop()
+            u, s, path = todo.pop()
             for lab, toks, inner in kids[u]:
                 t = step(s, lab)
-                if t:
-                    allowed.extend(toks)
-                    if inner >= 0:
-                        todo.append((inner, t))
-        return allowed
+                if not t:
+                    continue
+                if mark in t:
+                    rest.append(((*path, lab), toks, inner))
+                    continue
+                allowed.extend(toks)
+                if inner >= 0:
+                    todo.append((inner, t, (*path, lab)))
+        return allowed, rest
 
     def depth(self, state: frozenset) -> int:
         """The deepest stack among the state's configurations."""
