@@ -439,12 +439,14 @@ def load(path: str, tokenizer: TokenizerModel | str | None = None) -> Decoder:
 
 
 def lazy(tokenizer: TokenizerModel | str, pattern: str | None = None, *, schema: Any = None,
-         automaton: Any = None, grammar: str | None = None, grammar_format: str = "gbnf", **schema_options: Any):
+         automaton: Any = None, grammar: str | None = None, grammar_format: str = "gbnf", any_json: bool = False,
+         **schema_options: Any):
     """The agnostic constraint of a regex, a JSON Schema, a grammar (its text, in ``grammar_format``:
     ``gbnf`` or ``lark``; a self-embedding one decodes with a stack, ``stack.PushdownDecoder``) or a
     byte automaton, expanded per state on first use (``lazy.LazyDecoder``: no promotion); ``tokenizer``
     a model, a path or a bundled
-    name; ``filters=`` text-level ``Filters`` (``lazy.decoder``); ``promote --format lazy``
+    name; ``any_json=True``: every JSON document, nested to any depth (``whitespace=`` compact,
+    pretty or flexible); ``filters=`` text-level ``Filters`` (``lazy.decoder``); ``promote --format lazy``
     writes the same decoder's artifact, which :func:`load` reads."""
     from tokfst_cli.promotion import lazy as lazy_mod  # deferred: start-up: only this path needs it
     from tokfst_cli.tokenizer.model import load as load_tokenizer  # deferred: start-up: only this path needs it
@@ -454,6 +456,10 @@ def lazy(tokenizer: TokenizerModel | str, pattern: str | None = None, *, schema:
         from tokfst_cli.grammar.load import compile_grammar  # deferred: start-up: only this path needs it
 
         automaton = compile_grammar(grammar, grammar_format)
+    if any_json:
+        from tokfst_cli.grammar.any_json import any_json as json_grammar  # deferred: start-up: only this path
+
+        automaton = json_grammar(schema_options.pop("whitespace", "compact"))
     if isinstance(automaton, Pushdown):
         from tokfst_cli.promotion.stack import PushdownDecoder  # deferred: start-up: only this path needs it
 

@@ -353,3 +353,13 @@ def test_bench_grammars_runs_and_agrees_with_llguidance(tmp_path):
     for row in table["rows"]:
         assert row["steps"] == 30 and row["median"]["status"] == "ok" and row["llg_median"]["status"] == "ok"
         assert row["agree"] == 31, row
+
+
+def test_a_token_automaton_whose_tokens_look_like_parentheses_is_not_a_pdt(tmp_path, tokenizer):
+    """GPT-2 has a token "(_": a token automaton reading it loads as tokens, not as a PDT."""
+    model = tokenizer("gpt2")
+    assert model.token_id("(_") is not None
+    out = tmp_path / "p.fst"
+    assert run("promote", "gpt2", "-e", r"\(_x", out).rc == 0
+    d = tokfst.load(str(out), "gpt2")
+    assert not isinstance(d, PushdownDecoder) and d.mask(d.initial())[model.token_id("(_")]

@@ -77,7 +77,9 @@ and the filters included. A self-embedding rule (expr ::= "(" expr ")") needs a 
 grammar becomes a pushdown automaton over bytes (direct left recursion removed; indirect left
 recursion refused by name), written as one .fst whose symbol table names the parentheses
 ("(_k" and ")_k"); tokfst.load(FILE, tokenizer) decodes it with a stack. It takes no --canonical,
-filters, --prompt, --terminals or --format index/lazy (refused by name).
+filters, --prompt, --terminals or --format index/lazy (refused by name). --any-json is
+every JSON document (RFC 8259) nested to any depth, the same way, spelled as --whitespace says
+(a --schema of {} or true is cut at --max-depth instead, but takes every option).
 
 Terminal labels (Koo et al. 2024 Sec. 2.5.1; agnostic only): --terminals replaces the token arcs of
 a wildcard loop ([^"\\\\]*, [^\\n]{0,80}, a JSON string's contents) by one arc per length class
@@ -140,6 +142,8 @@ Examples:
   tokfst promote gpt2 -e '(Cologne|Berlin)' | fstprint | head
   tokfst promote gpt2 --grammar examples/csv.gbnf --canonical --format index > csv.json
   tokfst promote gpt2 --grammar examples/chat.lark chat.fst
+  tokfst promote gpt2 --grammar examples/arith.lark arith.fst
+  tokfst promote gpt2 --any-json --whitespace flexible json.fst
   tokfst promote tests/data/bert-base-uncased.json -e '[0-9]{4}-[0-9]{2}-[0-9]{2}' --canonical date.fst
   tokfst promote tests/data/bert-base-uncased.json -e '[a-z]+( [a-z]+){0,3}' --canonical --format index > words.tfz
 """

@@ -57,7 +57,10 @@ SCHEMA = typer.Option(None, "--schema", metavar="FILE",
                       help="A JSON Schema instead of a regex: the JSON texts valid under it ('-' = stdin).")
 GRAMMAR = typer.Option(None, "--grammar", metavar="FILE",
                        help="A grammar instead of a regex: FILE.gbnf (llama.cpp's GBNF, start rule root) or "
-                            "FILE.lark (Lark, start rule start) whose recursion is left- or right-linear (see below).")
+                            "FILE.lark (Lark, start rule start); self-embedding ones need a stack (see below).")
+ANY_JSON = typer.Option(False, "--any-json",
+                        help="Any JSON document instead of a regex, nested to any depth (a grammar with a stack; "
+                             "--whitespace applies).")
 
 
 class Whitespace(str, Enum):
@@ -113,10 +116,11 @@ def promote_cmd(
     max_tokens: Optional[int] = MAX_TOKENS, prompt: Optional[str] = PROMPT, prompt_file: Optional[str] = PROMPT_FILE,
     schema: Optional[str] = SCHEMA, whitespace: Whitespace = WHITESPACE, max_depth: Optional[int] = MAX_DEPTH,
     lenient: bool = LENIENT, any_order: bool = ANY_ORDER, terminals: Optional[bool] = TERMINALS,
-    grammar: Optional[str] = GRAMMAR,
+    grammar: Optional[str] = GRAMMAR, any_json: bool = ANY_JSON,
 ) -> None:
     """Promote a regex to the automaton of all token sequences that spell it (Cognetta & Okazaki 2024 Eq. 3)."""
-    source = (read_grammar(grammar, regex, regex_file, schema, max_states) if grammar is not None else
+    source = (read_grammar(grammar, regex, regex_file, schema, max_states, any_json, whitespace.value)
+              if grammar is not None or any_json else
               read_schema(schema, regex, regex_file, whitespace.value, max_depth, lenient, any_order, max_states))
     pattern = source.pattern if source is not None else read_pattern(regex, regex_file)
     filters = _filters(scripts, ascii_only, nfc, no_byte_tokens, literal_ascii, fuse_spaces, max_tokens)
@@ -241,13 +245,17 @@ def read_schema(path: str | None, regex: str | None, regex_file: str | None, whi
     return got.automaton
 
 
-def read_grammar(path: str, regex: str | None, regex_file: str | None, schema: str | None, max_states: int):
-    """--grammar FILE (.gbnf or .lark) compiled to its byte automaton."""
-    if regex is not None or regex_file is not None or schema is not None:
-        raise InputError("give one of a regex (-e, -f), --schema and --grammar", "drop the others")
+def read_grammar(path: str | None, regex: str | None, regex_file: str | None, schema: str | None, max_states: int,
+                 any_json: bool = False, whitespace: str = "compact"):
+    """--grammar FILE (.gbnf or .lark) compiled to its byte automaton or PDT; --any-json's PDT."""
+    if regex is not None or regex_file is not None or schema is not None or (path is not None and any_json):
+        raise InputError("give one of a regex (-e, -f), --schema, --grammar and --any-json", "drop the others")
+    from tokfst_cli.grammar import any_json as json_grammar  # deferred: start-up: only this path needs it
     from tokfst_cli.grammar import load  # deferred: start-up: only this path needs it
 
     with OUT.progress("compiling the grammar"):
+        if any_json:
+            return json_grammar.any_json(whitespace, max_states)
         return load.compile_file(path, read_text(path, "grammar file"), max_states=max_states)
 
 

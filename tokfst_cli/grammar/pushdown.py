@@ -199,9 +199,9 @@ def with_symbols(p: Pushdown) -> pynini.Fst:
 def from_fst(fst: pynini.Fst, source: str) -> Pushdown | None:
     """The Pushdown of :func:`with_symbols`'s file form, None for an automaton without parentheses."""
     table = fst.input_symbols()
-    if table is None:
+    if table is None or table.name() != byte_table().name():  # a token automaton: its tokens may read "(_"
         return None
-    names = {name: label for label, name in table}
+    names = {name: label for label, name in table if label >= PAREN}
     parens = {label: names.get(CLOSE + name[len(OPEN):]) for name, label in names.items() if name.startswith(OPEN)}
     if not parens:
         return None
