@@ -73,3 +73,19 @@ def test_importing_the_package_loads_no_layer():
     code = "import sys, tokfst_cli; print(sorted(m for m in sys.modules if m.startswith('tokfst_cli.')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert eval(out) == ["tokfst_cli.compat", "tokfst_cli.support", "tokfst_cli.support.meta"]
+
+
+def test_an_old_module_path_does_not_replace_a_public_name():
+    """``tokfst_cli.lazy`` was a module in 0.1 and is the decoder function now: importing the old
+    path gives the module, and the package's attribute stays the function (the documentation's
+    ``tokfst.lazy(model, ...)`` works in a process that imported the old path first)."""
+    import importlib
+    import warnings
+
+    import tokfst_cli
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        old = importlib.import_module("tokfst_cli.lazy")
+    assert hasattr(old, "LazyDecoder")
+    assert callable(tokfst_cli.lazy) and tokfst_cli.lazy.__module__ == "tokfst_cli.constraint"

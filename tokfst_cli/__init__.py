@@ -19,6 +19,8 @@ DeprecationWarning naming the new path (:mod:`tokfst_cli.compat`).
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import Any
 
 from tokfst_cli import compat as _compat
@@ -54,6 +56,21 @@ _EXPORTS = {  # public name -> (module, attribute)
 __all__ = sorted([*_EXPORTS, "__version__", "signal_line"])
 
 _compat.install()
+
+
+class _Package(types.ModuleType):
+    """This package's module type: importing an old module path whose name is also a public name
+    (``tokfst_cli.lazy``, the module of 0.1) must not replace the public name (the function
+    ``tokfst_cli.lazy``) on the package, as the import system would (``importlib.import_module``
+    still returns the module)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _EXPORTS and isinstance(value, types.ModuleType) and name in _compat.MOVED:
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> Any:

@@ -311,13 +311,14 @@ def test_lazy_takes_a_pushdown_grammar(tokenizer):
     assert isinstance(d, PushdownDecoder) and not d.is_final(d.initial())
 
 
+@pytest.mark.parametrize("tok", ["gpt2", "llama2"])
 @pytest.mark.parametrize("cut", [1, 2, 5])
-def test_masks_on_cut_stacks_equal_masks_on_whole_stacks(cut, tokenizer, compiled, monkeypatch):
+def test_masks_on_cut_stacks_equal_masks_on_whole_stacks(cut, tok, tokenizer, compiled, monkeypatch):
     """Masks kept per stack top (``stack.CUT`` frames) and completed where a token pops below it:
     the same as on whole stacks, along a walk that nests deep (arith: three frames per bracket)."""
     from tokfst_cli.promotion import stack
 
-    model = tokenizer("gpt2")
+    model = tokenizer(tok)
     whole = PushdownDecoder(model, compiled["arith"])
     monkeypatch.setattr(stack, "CUT", 10**9)
     surface = _surfaces(model)
@@ -332,8 +333,8 @@ def test_masks_on_cut_stacks_equal_masks_on_whole_stacks(cut, tokenizer, compile
         monkeypatch.setattr(stack, "CUT", cut)
         assert (m1 == m2).all()
         allowed = np.flatnonzero(m1)
-        opening = [t for t in allowed if surface[int(t)].startswith(b"(")]
-        operator = [t for t in allowed if surface[int(t)][:1] in (b"+", b"*")]
+        opening = [t for t in allowed if surface[int(t)].lstrip(b" ").startswith(b"(")]
+        operator = [t for t in allowed if surface[int(t)].lstrip(b" ")[:1] in (b"+", b"*")]
         pool = opening if opening and rng.random() < 0.8 else operator if operator and rng.random() < 0.7 else allowed
         token = int(rng.choice(pool))
         s1, s2 = cutting.advance(s1, token), whole.advance(s2, token)
@@ -363,3 +364,27 @@ def test_a_token_automaton_whose_tokens_look_like_parentheses_is_not_a_pdt(tmp_p
     assert run("promote", "gpt2", "-e", r"\(_x", out).rc == 0
     d = tokfst.load(str(out), "gpt2")
     assert not isinstance(d, PushdownDecoder) and d.mask(d.initial())[model.token_id("(_")]
+
+
+@pytest.mark.parametrize("cut", [1, 2])
+def test_tokens_that_pop_below_the_cut_are_judged_on_the_whole_stack(cut, tokenizer, monkeypatch):
+    """Two kinds of brackets nested 12 deep, stacks cut to 1 or 2 frames: a token closing several
+    ("])", ")]", ")))") is allowed exactly when the whole stack closes in its order."""
+    from tokfst_cli.promotion import stack
+
+    model = tokenizer("gpt2")
+    monkeypatch.setattr(stack, "CUT", cut)
+    d = PushdownDecoder(model, compile_grammar('root ::= "(" root ")" | "[" root "]" | "x"\n'))
+    rng = np.random.default_rng(cut)
+    for _ in range(5):
+        opened = "".join(rng.choice(["(", "["], 12))
+        state = d.initial()
+        for ch in opened + "x":
+            state = d.advance(state, model.token_id(ch))
+        closes = "".join({"(": ")", "[": "]"}[c] for c in reversed(opened))
+        mask = d.mask(state)
+        present = [(s, model.token_id(s)) for s in ("])", ")]", "))", "]]", ")))", "]]]", "))))")
+                   if model.token_id(s) is not None]
+        assert len(present) >= 5
+        for surface, t in present:
+            assert bool(mask[t]) == closes.startswith(surface), (opened, surface)

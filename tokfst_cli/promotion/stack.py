@@ -15,9 +15,14 @@ bytes so far can reach (closed over parenthesis arcs), is immutable: rollback ke
   byte leaves a non-empty set is allowed. Every rule of the PDT is trim and productive, so the
   set is non-empty exactly when the bytes extend a prefix of some sentence: no dead ends, and
   the mask is the agnostic one.
+* The walk is compiled (``stack_kernels.walk``): the sets met are numbered, their steps kept in
+  a table by (set, byte) filled on demand from Python where the kernel finds none. A mask is
+  made on the state's stacks cut to their top ``CUT`` frames, so states with the same stack
+  top share it however deep their stacks are; under the trie nodes where a token would pop
+  below the cut, the walk goes on from the whole stacks.
 
-What it costs: the walk visits the live part of T from the state (Python, with the step memo
-shared by the decoder's masks); a mask is kept per state (``MASKS`` of them). Agnostic only.
+What it costs: a mask kept (``MASKS`` per decoder) is a lookup; a new one, one pass of the
+kernel over the live part of T plus the steps not met before. Agnostic only.
 """
 
 from __future__ import annotations
@@ -27,16 +32,17 @@ from collections import OrderedDict
 import numpy as np
 import pynini
 
-from tokfst_cli.decoding.matcher import Steps, pack, unpack
+from tokfst_cli.automata.bitsets import WORD, words_for
+from tokfst_cli.decoding.matcher import Steps, unpack
 from tokfst_cli.errors import DisallowedTokenError
 from tokfst_cli.grammar.pushdown import Pushdown
-from tokfst_cli.promotion.lazy import spelling_trie
-from tokfst_cli.promotion.trie import TokenTrie
+from tokfst_cli.promotion.lazy import layout, spelling_trie
 from tokfst_cli.tokenizer.model import TokenizerModel
 
 MASKS = 4096  # masks kept per decoder (the oldest made again on use)
 CUT = 8  # masks are kept per state with each stack cut to its top CUT frames (bitmask)
 STEPS = 1 << 20  # memoized byte steps per decoder before the memo starts anew
+SETS = 1 << 16  # numbered configuration sets (rows of the walk's table) before the table starts anew
 
 
 class Frame:
@@ -60,30 +66,23 @@ class Frame:
 State = frozenset  # of (PDT state, Frame)
 
 
-def _children(trie: TokenTrie) -> list[list[tuple[int, tuple[int, ...], int]]]:
-    """Per node of T: (byte label, tokens ending with it, the inner node it leads to or -1)."""
-    out: list[list[tuple[int, tuple[int, ...], int]]] = []
-    labels, column, token, nxt = (a.tolist() for a in (trie.labels, trie.column, trie.token, trie.next))
-    for u in range(trie.states):
-        by: dict[int, list] = {}
-        for i in range(int(trie.lo[u]), int(trie.hi[u])):
-            entry = by.setdefault(labels[column[i]], [[], -1])
-            if token[i] >= 0:
-                entry[0].append(token[i])
-            else:
-                entry[1] = nxt[i]
-        out.append([(lab, tuple(toks), inner) for lab, (toks, inner) in by.items()])
-    return out
+def _kernels():
+    from tokfst_cli.promotion import stack_kernels  # deferred: loads numba
+
+    return stack_kernels
 
 
-_TRIES: dict[int, tuple[TokenTrie, list]] = {}
+_DERIVED: dict[int, tuple] = {}
 
 
-def children_of(trie: TokenTrie) -> list:
-    got = _TRIES.get(id(trie))
-    if got is None or got[0] is not trie:
-        got = _TRIES[id(trie)] = (trie, _children(trie))
-    return got[1]
+def _derived(lay, k) -> tuple[list[int], np.ndarray]:
+    """Per prefix node of a trie layout: its byte label (a list, read per node from Python) and its
+    parent; made once per layout (per tokenizer)."""
+    got = _DERIVED.get(id(lay))
+    if got is None or got[0] is not lay:
+        labels = lay.trie.labels[lay.col].astype(np.int64).tolist()
+        got = _DERIVED[id(lay)] = (lay, labels, k.parents(lay.depth))
+    return got[1], got[2]
 
 
 class PushdownDecoder(Steps):
@@ -93,8 +92,17 @@ class PushdownDecoder(Steps):
     def __init__(self, model: TokenizerModel, pdt: Pushdown, cache: bool = True):
         self.model, self.pdt, self.vocab_size = model, pdt, model.vocab_size
         self.trie = spelling_trie(model, cache)
-        self._kids = children_of(self.trie)
-        self._surface = dict(model.lexicon_items())
+        self._k = _kernels()
+        lay = self._layout = layout(model, self.trie)
+        self._labels, self._parent = _derived(lay, self._k)
+        self._size = lay.size
+        n = len(lay.col)
+        self._buffers = tuple(np.empty(max(n, 1), np.int64) for _ in range(4))
+        self._at = np.empty(int(lay.depth.max(initial=0)) + 2, np.int64)
+        self._nwords = words_for(self.vocab_size)
+        self._reset_sets()
+        self._surface = model.__dict__.get("_surfaces") or model.__dict__.setdefault("_surfaces",
+                                                                                    dict(model.lexicon_items()))
         f = pdt.fst
         zero = pynini.Weight.zero(f.weight_type())
         close_of = {c: o for o, c in pdt.parens.items()}
@@ -125,7 +133,6 @@ class PushdownDecoder(Steps):
         self._closures: dict[tuple[int, Frame], frozenset] = {}
         self._steps: dict[tuple[frozenset, int], frozenset] = {}
         self._masks: OrderedDict[frozenset, np.ndarray] = OrderedDict()
-        self._parts: dict[frozenset, tuple[np.ndarray, list]] = {}
         self.start = self._closure(f.start(), self.root)
         if not self.start:
             raise DisallowedTokenError(-1, "the start")
@@ -189,28 +196,26 @@ class PushdownDecoder(Steps):
     def bitmask(self, state: frozenset) -> np.ndarray:
         """The packed mask at ``state``: the walk of T on its stacks cut to the top CUT frames,
         kept per cut state (the part of T that a stack's top decides); the subtrees where a token
-        would pop below the cut walked again on the whole stacks, from the byte before."""
+        would pop below the cut walked again from the whole stacks of the byte before."""
         got = self._masks.get(state)
         if got is None:
+            if len(self._sets) >= SETS:
+                self._reset_sets()
             cut = frozenset((q, self._cut(fr)) for q, fr in state)
             part = self._parts.get(cut)
             if part is None:
-                allowed, rest = self._walk(cut, self.trie.root)
-                base = np.zeros(self.vocab_size, bool)
-                base[allowed] = True
-                part = self._parts[cut] = (base, rest)
-                if len(self._parts) >= MASKS:
-                    del self._parts[next(iter(self._parts))]
-            mask = part[0].copy() if part[1] else part[0]
-            for path, toks, inner in part[1]:  # only where the cut stacks ran out: never if none was cut
-                s = state
-                for lab in path:
-                    s = self.step(s, lab)
-                if s:
-                    mask[list(toks)] = True
-                    if inner >= 0:
-                        mask[self._walk(s, inner)[0]] = True
-            got = pack(mask)
+                words = np.zeros(self._nwords, WORD)
+                part = self._parts[cut] = (words, self._fill(self._id(cut), 0, len(self._labels), words))
+            words = part[0]
+            if part[1]:  # only where the cut stacks ran out: never if none was cut
+                words = words.copy()
+                for v in part[1]:
+                    s = state
+                    for lab in self._path(v):
+                        s = self.step(s, lab)
+                    left = self._fill(self._id(s), v, v + int(self._size[v]), words)
+                    assert not left, "a whole stack has no cut"
+            got = words.view("<i4")
             got.flags.writeable = False
             if len(self._masks) >= MASKS:
                 self._masks.popitem(last=False)
@@ -233,27 +238,52 @@ class PushdownDecoder(Steps):
             out = out.push(p)
         return out
 
-    def _walk(self, state: frozenset, node: int) -> tuple[list[int], list[tuple[tuple[int, ...], tuple, int]]]:
-        """The tokens under T's ``node`` whose bytes some configuration of ``state`` reads (depth
-        first), and where a configuration would pop below a cut stack: (the bytes from ``node``,
-        the tokens ending there, the node below), not walked."""
-        allowed: list[int] = []
-        rest: list = []
-        kids, step, mark = self._kids, self.step, self._mark
-        todo = [(node, state, ())]
-        while todo:
-            u, s, path = todo.pop()
-            for lab, toks, inner in kids[u]:
-                t = step(s, lab)
-                if not t:
-                    continue
-                if mark in t:
-                    rest.append(((*path, lab), toks, inner))
-                    continue
-                allowed.extend(toks)
-                if inner >= 0:
-                    todo.append((inner, t, (*path, lab)))
-        return allowed, rest
+    # ---- the walk's table (stack_kernels) ----------------------------------------------------------
+    def _reset_sets(self) -> None:
+        self._ids: dict[frozenset, int] = {}
+        self._sets: list[frozenset] = []
+        self._delta = np.full((256, max(len(self.trie.labels), 1)), -2, np.int32)
+        self._marked = np.zeros(256, np.bool_)
+        self._parts: dict[frozenset, tuple[np.ndarray, list[int]]] = {}
+
+    def _id(self, s: frozenset) -> int:
+        """The row of a configuration set in the walk's table (a new row: nothing computed)."""
+        got = self._ids.get(s)
+        if got is None:
+            got = self._ids[s] = len(self._sets)
+            self._sets.append(s)
+            if got == len(self._marked):
+                self._delta = np.vstack([self._delta, np.full_like(self._delta, -2)])
+                self._marked = np.concatenate([self._marked, np.zeros_like(self._marked)])
+            self._marked[got] = self._mark in s
+        return got
+
+    def _fill(self, q: int, lo: int, hi: int, words: np.ndarray) -> list[int]:
+        """Sets in ``words`` the tokens under the prefix nodes lo..hi read from set ``q``: the
+        kernel's walk, the steps it lacks computed here, until none is lacking; returns the nodes
+        under which a token would pop below a cut stack (not walked)."""
+        lay, k = self._layout, self._k
+        todo_node, todo_set, cut_node, cut_set = self._buffers
+        work, cuts = [(q, lo, hi)], []
+        while work:
+            p, a, b = work.pop()
+            ntodo, ncut = k.walk(p, a, b, lay.col, lay.depth, lay.size, lay.tptr, lay.toks, self._delta,
+                                 self._marked, words, self._at, todo_node, todo_set, cut_node, cut_set)
+            cuts += cut_node[:ncut].tolist()
+            for v, parent in zip(todo_node[:ntodo].tolist(), todo_set[:ntodo].tolist()):
+                t = self.step(self._sets[parent], self._labels[v])
+                self._delta[parent, lay.col[v]] = self._id(t) if t else -1
+                work.append((parent, v, v + int(self._size[v])))
+        return cuts
+
+    def _path(self, v: int) -> list[int]:
+        """The byte labels from T's root to prefix node ``v``'s parent."""
+        out = []
+        v = int(self._parent[v])
+        while v >= 0:
+            out.append(self._labels[v])
+            v = int(self._parent[v])
+        return out[::-1]
 
     def depth(self, state: frozenset) -> int:
         """The deepest stack among the state's configurations."""
