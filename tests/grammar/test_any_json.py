@@ -14,10 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tokfst_cli as tokfst
-from tokfst_cli.errors import DisallowedTokenError, InputError
+from tokfst_cli.errors import InputError
 from tokfst_cli.promotion.stack import PushdownDecoder
 
 from ..runner import run
+from ..walks import accepts
 
 LEAF = st.one_of(st.none(), st.booleans(), st.integers(-10**12, 10**12),
                  st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=8))
@@ -33,16 +34,6 @@ def decoders(tokenizer):
     return {w: tokfst.lazy(model, any_json=True, whitespace=w) for w in SPELLING}
 
 
-def _accepts(decoder, ids) -> bool:
-    state = decoder.initial()
-    try:
-        for t in ids:
-            state = decoder.advance(state, t)
-    except DisallowedTokenError:
-        return False
-    return decoder.is_final(state)
-
-
 @pytest.mark.parametrize("whitespace", sorted(SPELLING))
 def test_documents_are_accepted_in_the_tokenizers_encoding(whitespace, decoders, tokenizer):
     hf, decoder = tokenizer.hf("gpt2"), decoders[whitespace]
@@ -52,7 +43,7 @@ def test_documents_are_accepted_in_the_tokenizers_encoding(whitespace, decoders,
     @given(DOCS, st.booleans())
     def check(doc, ascii_only):
         text = json.dumps(doc, ensure_ascii=ascii_only, **SPELLING[whitespace])
-        assert _accepts(decoder, hf.encode(text, add_special_tokens=False).ids), text
+        assert accepts(decoder, hf.encode(text, add_special_tokens=False).ids), text
 
     check()
 
@@ -63,10 +54,10 @@ def test_each_policy_refuses_what_it_does_not_spell(decoders, tokenizer):
 
     def ids(**kw):
         return hf.encode(json.dumps(doc, **kw), add_special_tokens=False).ids
-    assert not _accepts(decoders["compact"], ids(separators=(", ", ": ")))
-    assert not _accepts(decoders["pretty"], ids(indent=2))
+    assert not accepts(decoders["compact"], ids(separators=(", ", ": ")))
+    assert not accepts(decoders["pretty"], ids(indent=2))
     for bad in ['{"a":}', "[1,]", "01", '"\x01"', "{'a':1}", "[1]]"]:
-        assert not _accepts(decoders["flexible"], hf.encode(bad, add_special_tokens=False).ids), bad
+        assert not accepts(decoders["flexible"], hf.encode(bad, add_special_tokens=False).ids), bad
 
 
 def test_walks_led_by_the_masks_parse(decoders, tokenizer):
@@ -97,7 +88,7 @@ def test_walks_led_by_the_masks_parse(decoders, tokenizer):
 def test_nesting_has_no_depth_limit(decoders, tokenizer):
     model = tokenizer("gpt2")
     text = "[" * 3000 + "]" * 3000
-    assert _accepts(decoders["compact"], tokenizer.hf("gpt2").encode(text, add_special_tokens=False).ids)
+    assert accepts(decoders["compact"], tokenizer.hf("gpt2").encode(text, add_special_tokens=False).ids)
     assert model.vocab_size == len(decoders["compact"].mask(decoders["compact"].initial()))
 
 

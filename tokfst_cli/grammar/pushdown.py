@@ -72,20 +72,25 @@ def _finals(f: pynini.Fst) -> set[int]:
     return {q for q in f.states() if f.final(q) != zero}
 
 
-def productive(rules: dict[str, pynini.Fst], label: dict[str, int]) -> set[str]:
-    """The rules that derive some text: a path to a final state over bytes and productive calls."""
+def _fixpoint(rules: dict[str, pynini.Fst], label: dict[str, int], through_bytes: bool) -> set[str]:
+    """The least set of rules with a path to a final state over calls of rules in the set (and
+    bytes, if ``through_bytes``)."""
     name_of = {v: k for k, v in label.items()}
-    good: set[str] = set()
+    out: set[str] = set()
     changed = True
     while changed:
         changed = False
         for name, f in rules.items():
-            if name in good:
-                continue
-            if _reaches_final(f, lambda lab: lab < CALL or name_of.get(lab) in good):
-                good.add(name)
+            if name not in out and _reaches_final(
+                    f, lambda lab: (through_bytes and lab < CALL) or name_of.get(lab, "") in out):
+                out.add(name)
                 changed = True
-    return good
+    return out
+
+
+def productive(rules: dict[str, pynini.Fst], label: dict[str, int]) -> set[str]:
+    """The rules that derive some text: a path to a final state over bytes and productive calls."""
+    return _fixpoint(rules, label, True)
 
 
 def _reaches_final(f: pynini.Fst, usable) -> bool:
@@ -117,16 +122,7 @@ def drop_calls(f: pynini.Fst, keep: set[int]) -> pynini.Fst:
 
 def nullable(rules: dict[str, pynini.Fst], label: dict[str, int]) -> set[str]:
     """The rules that derive the empty text: a path to a final state over calls of nullable rules."""
-    name_of = {v: k for k, v in label.items()}
-    out: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for name, f in rules.items():
-            if name not in out and _reaches_final(f, lambda lab: lab in name_of and name_of[lab] in out):
-                out.add(name)
-                changed = True
-    return out
+    return _fixpoint(rules, label, False)
 
 
 def left_corners(rules: dict[str, pynini.Fst], label: dict[str, int], empty: set[str]) -> dict[str, list[str]]:
