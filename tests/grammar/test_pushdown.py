@@ -388,3 +388,35 @@ def test_tokens_that_pop_below_the_cut_are_judged_on_the_whole_stack(cut, tokeni
         assert len(present) >= 5
         for surface, t in present:
             assert bool(mask[t]) == closes.startswith(surface), (opened, surface)
+
+
+def test_sample_walks_end_in_sentences_and_count_refuses(tmp_path, oracles):
+    """``tokfst sample`` on a PDT: steered walks (the fewest bytes to the end: the rule's exit and
+    every open frame's) end final, and the oracle parses their texts; count and inspect refuse by name."""
+    g = tmp_path / "sexp.lark"
+    g.write_text(SEXP)
+    out = tmp_path / "sexp.fst"
+    assert run("promote", "gpt2", "--grammar", g, out).rc == 0
+    r = run("sample", "gpt2", out, "-n", "12", "--seed", "4", "--max-tokens", "24", "--output", "text")
+    assert r.rc == 0, r.stderr
+    texts = r.stdout.splitlines()
+    assert len(texts) == 12
+    oracle = oracles["sexp"]
+    for text in texts:
+        assert oracle.ends(oracle.feed(oracle.start(), text.encode())), text
+    for command in ("count", "inspect"):
+        r = run(command, "gpt2", out)
+        assert r.rc == 2 and len(r.err_lines) == 1 and "pushdown automaton" in r.stderr
+
+
+def test_distance_is_the_shortest_completion(tokenizer):
+    """After k unclosed brackets and an atom, the fewest bytes to the end is k (one ")" each)."""
+    model = tokenizer("gpt2")
+    d = PushdownDecoder(model, compile_grammar('root ::= "(" root ")" | "x"\n'))
+    state = d.initial()
+    assert d.distance(state) == 1
+    for k in range(1, 30):
+        state = d.advance(state, model.token_id("("))
+        assert d.distance(state) == k + 1
+    state = d.advance(state, model.token_id("x"))
+    assert d.distance(state) == 29

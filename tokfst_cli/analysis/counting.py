@@ -323,7 +323,12 @@ def explore(decoder, max_arcs: int = MAX_ARCS) -> pynini.Fst:
     (else LimitError)."""
     from tokfst_cli.constraint import FstDecoder, IndexDecoder  # deferred: start-up: only this path needs it
     from tokfst_cli.filters.length import CountedDecoder  # deferred: start-up: only this path needs it
+    from tokfst_cli.promotion.stack import PushdownDecoder  # deferred: start-up: only this path needs it
 
+    if isinstance(decoder, PushdownDecoder):
+        raise InputError(f"{decoder.pdt.pattern} is a pushdown automaton: its token sequences are not a finite "
+                         "automaton to count or inspect", "sample it (tokfst sample), or bound the recursion "
+                         "in the grammar", hint="grammar-pushdown")
     if getattr(decoder, "terminals", None):
         pass
     elif isinstance(decoder, FstDecoder):

@@ -108,13 +108,33 @@ def byte_steering(dec) -> Closer:
     return closer
 
 
+STACK_SAMPLE = 256  # allowed tokens a pushdown walk weighs per step
+
+
+def stack_steering(dec) -> Closer:
+    """closer(state, toks) for a pushdown decoder (``stack.PushdownDecoder``): among up to
+    STACK_SAMPLE of the allowed tokens, those after which the fewest bytes end the text
+    (``distance``: the current rule's exit plus every open frame's)."""
+    rng = np.random.default_rng(0)
+
+    def closer(state, toks: np.ndarray) -> np.ndarray:
+        some = toks if len(toks) <= STACK_SAMPLE else rng.choice(toks, STACK_SAMPLE, replace=False)
+        d = np.array([dec.distance(dec.advance(state, int(t))) for t in some])
+        return some[d == d.min()]
+
+    return closer
+
+
 def steering(decoder) -> Closer:
     """The closer of any decoder of ``constraint.load``."""
     from tokfst_cli.bpe.counted import CountedFactorized  # deferred: start-up: only this path needs it
     from tokfst_cli.promotion.lazy import LazyDecoder  # deferred: start-up: only this path needs it
+    from tokfst_cli.promotion.stack import PushdownDecoder  # deferred: start-up: only this path needs it
 
     if isinstance(decoder, LazyDecoder):
         return byte_steering(decoder)
+    if isinstance(decoder, PushdownDecoder):
+        return stack_steering(decoder)
     if hasattr(decoder, "delta") and hasattr(decoder, "pieces"):
         return text_steering(decoder)
     if isinstance(decoder, CountedFactorized):  # (state, tokens taken): steered as its factorized form

@@ -288,3 +288,59 @@ class PushdownDecoder(Steps):
     def depth(self, state: frozenset) -> int:
         """The deepest stack among the state's configurations."""
         return max((fr.depth for _, fr in state), default=0)
+
+    # ---- distance to acceptance (steering a walk to its end) ---------------------------------------
+    def distance(self, state: frozenset) -> int:
+        """The fewest bytes after which ``state`` can accept: per configuration, the bytes to leave
+        its rule (``exits``) plus, per frame of its stack, the bytes to leave the rule it returns
+        to; the minimum over the configurations."""
+        exits, returns = self._exit_table()
+        best = None
+        for q, fr in state:
+            cost = exits[q] + self._frame_cost(fr, exits, returns)
+            best = cost if best is None else min(best, cost)
+        return best if best is not None else 1 << 62
+
+    def _frame_cost(self, fr: Frame, exits: list[int], returns: dict[int, int]) -> int:
+        costs = self.__dict__.setdefault("_frame_costs", {})
+        chain = []
+        while fr is not self.root and fr is not self.cut and fr not in costs:
+            chain.append(fr)
+            fr = fr.below
+        total = costs.get(fr, 0)
+        for f in reversed(chain):
+            total += exits[returns.get(f.paren, -1)] if f.paren in returns else 0
+            costs[f] = total
+        return total
+
+    def _exit_table(self) -> tuple[list[int], dict[int, int]]:
+        """Per PDT state, the fewest bytes to a state that may leave its rule (a close parenthesis,
+        or the PDT's final state); a call on the way costs its callee's shortest text
+        (Bellman-Ford over the states: every cost is positive). And each open parenthesis's
+        return state."""
+        got = self.__dict__.get("_exits")
+        if got is not None:
+            return got
+        n, inf = len(self._final), 1 << 40
+        returns: dict[int, int] = {}
+        for q in range(n):
+            for paren, to in self._pop[q]:
+                returns[paren] = to
+        exits = [0 if (self._pop[q] or self._final[q]) else inf for q in range(n)]
+        changed = True
+        while changed:
+            changed = False
+            for q in range(n):
+                best = exits[q]
+                for targets in self._bytes[q].values():
+                    for to in targets:
+                        best = min(best, 1 + exits[to])
+                for paren, to in self._push[q]:
+                    if paren in returns:
+                        best = min(best, exits[to] + exits[returns[paren]])
+                for to in self._eps[q]:
+                    best = min(best, exits[to])
+                if best < exits[q]:
+                    exits[q], changed = best, True
+        got = self.__dict__["_exits"] = (exits, returns)
+        return got
