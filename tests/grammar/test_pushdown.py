@@ -420,3 +420,22 @@ def test_distance_is_the_shortest_completion(tokenizer):
         assert d.distance(state) == k + 1
     state = d.advance(state, model.token_id("x"))
     assert d.distance(state) == 29
+
+
+def test_draw_labels_the_parentheses(tmp_path):
+    """``tokfst draw`` of a PDT file: every parenthesis pair appears by name, bytes as characters."""
+    g = tmp_path / "b.gbnf"
+    g.write_text('root ::= "(" root ")" | "[" root "]" | "x"\n')
+    assert run("promote", "gpt2", "--grammar", g, tmp_path / "b.fst").rc == 0
+    r = run("draw", tmp_path / "b.fst", tmp_path / "b.dot")
+    assert r.rc == 0, r.stderr
+    dot = (tmp_path / "b.dot").read_text()
+    pairs = len(pdt_of(tmp_path / "b.fst").parens)
+    assert pairs >= 2 and all(f'"(_{k}"' in dot and f'")_{k}"' in dot for k in range(pairs))
+
+
+def pdt_of(path):
+    from tokfst_cli.automata.fst_io import parse_fst
+    from tokfst_cli.grammar.pushdown import from_fst
+
+    return from_fst(parse_fst(path.read_bytes(), str(path)), str(path))
