@@ -129,10 +129,14 @@ def _cells(walks: list[list[int]]) -> dict:
 
 def agreement(model, ours: list[np.ndarray], theirs: list, specials: set[int]) -> int:
     """Steps whose masks are equal, EOS and special tokens aside."""
-    keep = np.ones(model.vocab_size, bool)
-    keep[[t for t in specials if t < model.vocab_size]] = False
-    return sum(bool((unpack(a, model.vocab_size)[keep] == unpack(b, model.vocab_size)[keep]).all())
-               for a, b in zip(ours, theirs))
+    n = model.vocab_size
+    keep = np.ones(n, bool)
+    keep[[t for t in specials if t < n]] = False
+
+    def bits(words) -> np.ndarray:  # a peer's buffer may be sized to fewer ids (special tokens past its vocabulary)
+        got = unpack(words, n)
+        return np.concatenate([got, np.zeros(n - len(got), bool)])[keep]
+    return sum(bool((bits(a) == bits(b)).all()) for a, b in zip(ours, theirs))
 
 
 def grammars_table(tokenizers: list[tuple[str, str, bool]], repeat: int, steps: int | None, progress) -> Results:
