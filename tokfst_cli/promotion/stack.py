@@ -87,7 +87,8 @@ def _derived(lay, k) -> tuple[list[int], np.ndarray]:
 
 class PushdownDecoder(Steps):
     """The agnostic decoder of a :class:`~tokfst_cli.grammar.pushdown.Pushdown` (module docstring).
-    States are frozensets of (PDT state, :class:`Frame`)."""
+    States are frozensets of (PDT state, :class:`Frame`). Its memos and the walk's table are its
+    own and unlocked: one decoder per thread (states may be shared, they are immutable)."""
 
     def __init__(self, model: TokenizerModel, pdt: Pushdown, cache: bool = True):
         self.model, self.pdt, self.vocab_size = model, pdt, model.vocab_size
