@@ -295,6 +295,9 @@ def test_cli_writes_the_pdt_and_load_decodes_it(tmp_path, tokenizer):
     assert r.rc == 0, r.stderr
     d = tokfst.load(str(out), "gpt2")
     assert isinstance(d, PushdownDecoder)
+    with pytest.raises(InputError, match="pushdown automaton over bytes") as e:  # the tokens come from the tokenizer
+        tokfst.load(str(out))
+    assert "tokenizer" in e.value.fix
     model = tokenizer("gpt2")
     direct = PushdownDecoder(model, compile_grammar(ARITH, "lark"))
     s1, s2 = d.initial(), direct.initial()

@@ -207,8 +207,13 @@ def test_s_expressions():
     ('root ::= !<|end|>\n', r"line 1 column 10: token references are not supported \(!<\|end\|>\)"),
 ])
 def test_gbnf_refusals_are_one_line_with_their_place(text, message):
+    _refused(read_gbnf, text, "g.gbnf", message)
+
+
+def _refused(read, text: str, source: str, message: str) -> None:
+    """``read(text, source)`` raises a one-line InputError matching ``message``, with a fix, exit 2."""
     with pytest.raises(InputError) as e:
-        read_gbnf(text, "g.gbnf")
+        read(text, source)
     assert re.search(message, str(e.value)), str(e.value)
     assert "\n" not in str(e.value) and e.value.fix and e.value.exit_code == 2
 
@@ -372,10 +377,7 @@ def test_lark_import_common_and_import_paths(tmp_path):
     ('start: "a"\n%ignore FOO\n', r"g\.lark: terminals \{'FOO'\} were marked to ignore but were not defined"),
 ])
 def test_lark_refusals_are_one_line(text, message):
-    with pytest.raises(InputError) as e:
-        read_lark(text, "g.lark")
-    assert re.search(message, str(e.value)), str(e.value)
-    assert "\n" not in str(e.value) and e.value.fix and e.value.exit_code == 2
+    _refused(read_lark, text, "g.lark", message)
 
 
 def test_lark_terminals_may_match_the_empty_string_and_bad_regexes_fail_at_compile():

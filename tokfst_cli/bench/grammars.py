@@ -8,8 +8,9 @@ token after which nothing may follow, so that it runs its length).
 Then, --repeat times, each engine follows the walk from a fresh matcher: mask per step (median,
 p99; the median of the first and of the last 100 steps, whose ratio is the growth of the mask's
 cost with the output), compile (grammar text to a ready matcher) and the first mask. llguidance
-(``LLMatcher`` on ``grammar_from_lark``) fills a packed buffer as in ``bench masks``; its masks
-are compared with tokfst's at every step, EOS and special tokens aside (``agree``).
+(``LLMatcher`` on ``grammar_from_lark``) fills a packed buffer as in ``bench masks``; both follow
+the walk through ``masks.run_walk``, and their masks are compared at every step
+(``masks.compare_masks``), EOS and special tokens aside (``agree``).
 
 A fresh tokfst decoder has empty memos (configurations, byte steps, masks): every first mask
 at a state is a walk of T's trie, as a decoder meets it. T's trie layout is built once per
@@ -19,14 +20,13 @@ tokenizer outside the timing (set-up seconds in the JSON's inputs).
 from __future__ import annotations
 
 import statistics
-import time
 
 import numpy as np
 
 from tokfst_cli.bench import common
 from tokfst_cli.bench.common import Results, Table
-from tokfst_cli.bench.engines import LLGuidance
-from tokfst_cli.decoding.matcher import unpack
+from tokfst_cli.bench.engines import LLGuidance, Session, decoder_session
+from tokfst_cli.bench.masks import WalkRun, compare_masks, run_walk
 from tokfst_cli.grammar.load import compile_grammar
 from tokfst_cli.promotion.lazy import layout, spelling_trie
 from tokfst_cli.promotion.stack import PushdownDecoder
@@ -59,6 +59,10 @@ GRAMMARS = {"arith": ARITH, "sexp": SEXP, "json": JSON}
 OPENERS, STRUCTURE = b"([{", set(b'([{}])",: ')
 
 
+def llg_eos(llg: LLGuidance) -> tuple[int, ...]:
+    return tuple(llg.eos) if llg.missing is None else ()
+
+
 def walk(decoder: PushdownDecoder, steps: int, seed: int) -> list[int]:
     """A tokfst-led walk of ``steps`` tokens (see the module docstring)."""
     rng = np.random.default_rng(seed)
@@ -82,41 +86,17 @@ def walk(decoder: PushdownDecoder, steps: int, seed: int) -> list[int]:
     return out
 
 
-def follow_tokfst(model, text: str, tokens: list[int]) -> tuple[list[int], float, list[np.ndarray]]:
-    """A fresh decoder along ``tokens``: mask ns per step, compile-to-first-mask seconds, masks."""
-    clock = time.perf_counter_ns
-    t0 = clock()
-    decoder = PushdownDecoder(model, compile_grammar(text, "lark", source="bench"))
-    state = decoder.initial()
-    ns, masks = [], []
-    for i, token in enumerate([*tokens, None]):
-        t = clock()
-        words = decoder.bitmask(state)
-        ns.append(clock() - t)
-        if i == 0:
-            first = (clock() - t0) / 1e9
-        masks.append(words)
-        if token is not None:
-            state = decoder.advance(state, token)
-    return ns, first, masks
+def tokfst_session(model, text: str) -> Session:
+    """A fresh pushdown decoder of ``text`` behind the bench's per-step interface (``engines.decoder_session``)."""
+    return decoder_session(PushdownDecoder(model, compile_grammar(text, "lark", source="bench")))
 
 
-def follow_llguidance(engine: LLGuidance, text: str, tokens: list[int]) -> tuple[list[int], float, list, str | None]:
-    clock = time.perf_counter_ns
-    t0 = clock()
-    session = engine.session(engine.llg.LLMatcher.grammar_from_lark(text))
-    ns, masks, stop = [], [], None
-    for i, token in enumerate([*tokens, None]):
-        t = clock()
-        words = session.fill()
-        ns.append(clock() - t)
-        if i == 0:
-            first = (clock() - t0) / 1e9
-        masks.append(words.copy())
-        if token is not None and not session.accept(token):
-            stop = f"step {i + 1}: token {token} refused"
-            break
-    return ns, first, masks, stop
+def follow(make, tokens: list[int], excluded: np.ndarray) -> tuple[WalkRun, float]:
+    """``masks.run_walk`` along ``tokens`` from the session ``make()`` builds (the masks recorded,
+    ``excluded`` ids left out), and the seconds from the grammar's text to the first mask."""
+    seconds, session = common.timed(make)
+    run = run_walk(session, tokens, excluded)
+    return run, seconds + run.mask_ns[0] / 1e9
 
 
 def _cells(walks: list[list[int]]) -> dict:
@@ -125,18 +105,6 @@ def _cells(walks: list[list[int]]) -> dict:
         return common.ok([fn(ns) / 1e9 for ns in walks])
     return {"median": of(statistics.median), "p99": of(lambda ns: float(np.percentile(ns, 99))),
             "head": of(lambda ns: statistics.median(ns[:100])), "tail": of(lambda ns: statistics.median(ns[-100:]))}
-
-
-def agreement(model, ours: list[np.ndarray], theirs: list, specials: set[int]) -> int:
-    """Steps whose masks are equal, EOS and special tokens aside."""
-    n = model.vocab_size
-    keep = np.ones(n, bool)
-    keep[[t for t in specials if t < n]] = False
-
-    def bits(words) -> np.ndarray:  # a peer's buffer may be sized to fewer ids (special tokens past its vocabulary)
-        got = unpack(words, n)
-        return np.concatenate([got, np.zeros(n - len(got), bool)])[keep]
-    return sum(bool((bits(a) == bits(b)).all()) for a, b in zip(ours, theirs))
 
 
 def grammars_table(tokenizers: list[tuple[str, str, bool]], repeat: int, steps: int | None, progress) -> Results:
@@ -155,7 +123,6 @@ def grammars_table(tokenizers: list[tuple[str, str, bool]], repeat: int, steps: 
         pre["trie_s"], _ = common.timed(lambda: layout(model, spelling_trie(model)))
         pre["llguidance_s"], llg = common.timed(lambda: LLGuidance(model, path))
         table.inputs["setup"][name] = pre
-        specials = set(model.special_ids)
         for gname, text in GRAMMARS.items():
             progress(f"grammars: {name}: {gname}: the walk")
             probe = PushdownDecoder(model, compile_grammar(text, "lark"))
@@ -166,20 +133,24 @@ def grammars_table(tokenizers: list[tuple[str, str, bool]], repeat: int, steps: 
                 depth = max(depth, probe.depth(state))
             row = {"tokenizer": name, "vocab": model.vocab_size, "grammar": gname, "steps": len(tokens),
                    "depth": depth}
-            runs = [follow_tokfst(model, text, tokens) for _ in range(repeat + 1)][1:]
-            cells = _cells([r[0] for r in runs])
-            row.update(first=common.ok([r[1] for r in runs]), median=cells["median"], p99=cells["p99"],
+            excluded = np.zeros(model.vocab_size, bool)
+            excluded[[t for t in (*model.special_ids, *llg_eos(llg)) if t < model.vocab_size]] = True
+            runs = [follow(lambda: tokfst_session(model, text), tokens, excluded) for _ in range(repeat + 1)][1:]
+            cells = _cells([r.mask_ns for r, _ in runs])
+            row.update(first=common.ok([f for _, f in runs]), median=cells["median"], p99=cells["p99"],
                        growth=common.ratio(cells["tail"], cells["head"]))
             if llg.missing is None:
                 progress(f"grammars: {name}: {gname}: llguidance")
-                theirs = [follow_llguidance(llg, text, tokens) for _ in range(repeat + 1)][1:]
-                stop = theirs[0][3]
+                theirs = [follow(lambda: llg.session(llg.llg.LLMatcher.grammar_from_lark(text)), tokens, excluded)
+                          for _ in range(repeat + 1)][1:]
+                stop = theirs[0][0].stop
                 if stop is None:
-                    lc = _cells([r[0] for r in theirs])
-                    row.update(llg_first=common.ok([r[1] for r in theirs]), llg_median=lc["median"], llg_p99=lc["p99"],
-                               llg_growth=common.ratio(lc["tail"], lc["head"]),
+                    lc = _cells([r.mask_ns for r, _ in theirs])
+                    agree = compare_masks(runs[0][0].masks, theirs[0][0].masks)
+                    row.update(llg_first=common.ok([f for _, f in theirs]), llg_median=lc["median"],
+                               llg_p99=lc["p99"], llg_growth=common.ratio(lc["tail"], lc["head"]),
                                ratio=common.ratio(cells["median"], lc["median"]),
-                               agree=agreement(model, runs[0][2], theirs[0][2], specials | set(llg.eos)))
+                               agree=agree.compared - agree.differing)
                 else:
                     row.update(llg_first=common.error(stop), llg_median=common.error(stop))
             else:

@@ -15,6 +15,7 @@ from tokfst_cli.cli.errors import flag
 from tokfst_cli.cli.output import OUT
 from tokfst_cli.errors import InputError
 from tokfst_cli.filters.compose import Filters
+from tokfst_cli.grammar.pushdown import Pushdown
 from tokfst_cli.promotion.promote import count_arcs
 from tokfst_cli.tokenizer import model as tokmod
 
@@ -125,7 +126,7 @@ def promote_cmd(
     pattern = source.pattern if source is not None else read_pattern(regex, regex_file)
     filters = _filters(scripts, ascii_only, nfc, no_byte_tokens, literal_ascii, fuse_spaces, max_tokens)
     prompt = read_prompt(prompt, prompt_file)
-    if hasattr(source, "parens"):  # a self-embedding grammar: its PDT (grammar.pushdown)
+    if isinstance(source, Pushdown):  # a self-embedding grammar (or --any-json): its PDT
         return _write_pushdown(source, out, fmt, (canonical, filters, prompt, terminals), verbose)
     if fmt is Format.fst:
         OUT.refuse_binary_tty(out)

@@ -8,7 +8,7 @@ and ``:``, ``flexible`` any JSON whitespace between tokens and around the docume
 
 from __future__ import annotations
 
-from tokfst_cli.errors import InputError
+from tokfst_cli.errors import InputError, InternalError
 from tokfst_cli.grammar.load import compile_grammar
 from tokfst_cli.grammar.pushdown import Pushdown
 
@@ -37,5 +37,6 @@ def gbnf(whitespace: str = "compact") -> str:
 def any_json(whitespace: str = "compact", max_states: int = 1_000_000) -> Pushdown:
     """The PDT over bytes of every JSON document (``grammar.pushdown``)."""
     got = compile_grammar(gbnf(whitespace), "gbnf", source=f"any JSON ({whitespace})", max_states=max_states)
-    assert isinstance(got, Pushdown)
+    if not isinstance(got, Pushdown):
+        raise InternalError("the JSON grammar compiled to a finite automaton")
     return got

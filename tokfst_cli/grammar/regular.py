@@ -29,13 +29,10 @@ from tokfst_cli.automata.fsts import ranges_acceptor, text_acceptor
 from tokfst_cli.automata.graph import strongly_connected
 from tokfst_cli.automata.symbols import byte_table
 from tokfst_cli.errors import EmptyLanguageError, InternalError, LimitError
-from tokfst_cli.grammar import pushdown
 from tokfst_cli.grammar.ir import Alt, Chars, Expr, Grammar, Ref, Regex, Repeat, Seq, Text, alt, seq, walk
-from tokfst_cli.grammar.pushdown import Pushdown
+from tokfst_cli.grammar.pushdown import Pushdown, build, call_label, has_calls
 from tokfst_cli.support.progress import report
 from tokfst_cli.text.regex import ByteAutomaton, compile_regex, determinize_bounded
-
-HINT = pushdown.HINT
 
 
 class _NeedsStack(Exception):
@@ -89,7 +86,7 @@ class Compiler:
             except _NeedsStack:
                 self._stack(comp)
         if self.g.start in self.rtn:
-            return pushdown.build(self.rtn, self.label, self.g.start, self.g.source, self.g.lines)
+            return build(self.rtn, self.label, self.g.start, self.g.source, self.g.lines)
         f = self.done[self.g.start].copy()
         f.connect()
         if f.start() == pynini.NO_STATE_ID or f.num_states() == 0:
@@ -177,8 +174,8 @@ class Compiler:
 
     def _keep(self, name: str, f: pynini.Fst) -> None:
         """A compiled rule: a DFA, or (if it calls a rule that needs the stack) an RTN rule too."""
-        if pushdown.has_calls(f):
-            self.label[name] = pushdown.call_label(len(self.label))
+        if has_calls(f):
+            self.label[name] = call_label(len(self.label))
             self.rtn[name] = f
         else:
             self.done[name] = f
@@ -188,7 +185,7 @@ class Compiler:
         direct left recursion removed (``A ::= A x | y`` is ``A ::= y x*``)."""
         members = set(comp)
         for name in comp:
-            self.label[name] = pushdown.call_label(len(self.label))
+            self.label[name] = call_label(len(self.label))
         for name in comp:
             alts = alternatives(self.g.rules[name], members)
             left = [bool(items) and isinstance(items[0], Ref) and items[0].name == name for items in alts]

@@ -27,6 +27,7 @@ kernel over the live part of T plus the steps not met before. Agnostic only.
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 
 import numpy as np
@@ -34,14 +35,14 @@ import pynini
 
 from tokfst_cli.automata.bitsets import WORD, words_for
 from tokfst_cli.decoding.matcher import Steps, unpack
-from tokfst_cli.errors import DisallowedTokenError
+from tokfst_cli.errors import DisallowedTokenError, InternalError
 from tokfst_cli.grammar.pushdown import Pushdown
 from tokfst_cli.promotion.lazy import layout, spelling_trie
 from tokfst_cli.tokenizer.model import TokenizerModel
 
 MASKS = 4096  # masks kept per decoder (the oldest made again on use)
 CUT = 8  # masks are kept per state with each stack cut to its top CUT frames (bitmask)
-STEPS = 1 << 20  # memoized byte steps per decoder before the memo starts anew
+STEPS = 1 << 20  # memoized byte steps (and closures) per decoder before the memo starts anew
 SETS = 1 << 16  # numbered configuration sets (rows of the walk's table) before the table starts anew
 
 
@@ -72,16 +73,13 @@ def _kernels():
     return stack_kernels
 
 
-_DERIVED: dict[int, tuple] = {}
-
-
-def _derived(lay, k) -> tuple[list[int], np.ndarray]:
-    """Per prefix node of a trie layout: its byte label (a list, read per node from Python) and its
-    parent; made once per layout (per tokenizer)."""
-    got = _DERIVED.get(id(lay))
+def _derived(model: TokenizerModel, lay, k) -> tuple[list[int], np.ndarray]:
+    """Per prefix node of the trie layout: its byte label (a list, read per node from Python) and
+    its parent; made once per layout and kept on the model, as ``lazy.layout`` keeps the layout."""
+    got = model.__dict__.get("_stack_derived")
     if got is None or got[0] is not lay:
         labels = lay.trie.labels[lay.col].astype(np.int64).tolist()
-        got = _DERIVED[id(lay)] = (lay, labels, k.parents(lay.depth))
+        got = model.__dict__["_stack_derived"] = (lay, labels, k.parents(lay.depth))
     return got[1], got[2]
 
 
@@ -95,15 +93,15 @@ class PushdownDecoder(Steps):
         self.trie = spelling_trie(model, cache)
         self._k = _kernels()
         lay = self._layout = layout(model, self.trie)
-        self._labels, self._parent = _derived(lay, self._k)
+        self._labels, self._parent = _derived(model, lay, self._k)
+        self._column_labels = self.trie.labels.astype(np.int64).tolist()
         self._size = lay.size
         n = len(lay.col)
         self._buffers = tuple(np.empty(max(n, 1), np.int64) for _ in range(4))
         self._at = np.empty(int(lay.depth.max(initial=0)) + 2, np.int64)
         self._nwords = words_for(self.vocab_size)
+        self._frame_costs: dict[Frame, int] = {}
         self._reset_sets()
-        self._surface = model.__dict__.get("_surfaces") or model.__dict__.setdefault("_surfaces",
-                                                                                    dict(model.lexicon_items()))
         f = pdt.fst
         zero = pynini.Weight.zero(f.weight_type())
         close_of = {c: o for o, c in pdt.parens.items()}
@@ -159,6 +157,8 @@ class PushdownDecoder(Steps):
                 if c not in seen:
                     seen.add(c)
                     todo.append(c)
+        if len(self._closures) >= STEPS:  # memory stays bounded on long, deep walks
+            self._closures.clear()
         got = self._closures[key] = frozenset(c for c in seen if self._bytes[c[0]] or self._final[c[0]]
                                               or c == self._mark)
         return got
@@ -185,11 +185,13 @@ class PushdownDecoder(Steps):
         return any(fr is self.root and self._final[q] for q, fr in state)
 
     def advance(self, state: frozenset, token: int) -> frozenset:
-        surface = self._surface.get(token) if isinstance(state, frozenset) and state else None
-        if surface is None:
+        """The state after ``token``'s bytes (its labels from the trie layout, as ``LazyDecoder.advance``)."""
+        lay = self._layout
+        if not (isinstance(state, frozenset) and state and 0 <= token < self.vocab_size
+                and lay.ptr[token] < lay.ptr[token + 1]):  # no surface: a special token
             raise DisallowedTokenError(token, "a pushdown state")
-        for b in surface:
-            state = self.step(state, b + 1)
+        for col in lay.cols[lay.ptr[token]:lay.ptr[token + 1]].tolist():
+            state = self.step(state, self._column_labels[col])
             if not state:
                 raise DisallowedTokenError(token, "a pushdown state")
         return state
@@ -214,8 +216,8 @@ class PushdownDecoder(Steps):
                     s = state
                     for lab in self._path(v):
                         s = self.step(s, lab)
-                    left = self._fill(self._id(s), v, v + int(self._size[v]), words)
-                    assert not left, "a whole stack has no cut"
+                    if self._fill(self._id(s), v, v + int(self._size[v]), words):
+                        raise InternalError("a walk on whole stacks met a cut")
             got = words.view("<i4")
             got.flags.writeable = False
             if len(self._masks) >= MASKS:
@@ -295,7 +297,7 @@ class PushdownDecoder(Steps):
         """The fewest bytes after which ``state`` can accept: per configuration, the bytes to leave
         its rule (``exits``) plus, per frame of its stack, the bytes to leave the rule it returns
         to; the minimum over the configurations."""
-        exits, returns = self._exit_table()
+        exits, returns = self._exits
         best = None
         for q, fr in state:
             cost = exits[q] + self._frame_cost(fr, exits, returns)
@@ -303,25 +305,24 @@ class PushdownDecoder(Steps):
         return best if best is not None else 1 << 62
 
     def _frame_cost(self, fr: Frame, exits: list[int], returns: dict[int, int]) -> int:
-        costs = self.__dict__.setdefault("_frame_costs", {})
+        """The bytes to leave every frame of the stack ``fr`` (kept per frame: stacks share frames)."""
+        costs = self._frame_costs
         chain = []
         while fr is not self.root and fr is not self.cut and fr not in costs:
             chain.append(fr)
             fr = fr.below
         total = costs.get(fr, 0)
         for f in reversed(chain):
-            total += exits[returns.get(f.paren, -1)] if f.paren in returns else 0
+            total += exits[returns[f.paren]] if f.paren in returns else 0
             costs[f] = total
         return total
 
-    def _exit_table(self) -> tuple[list[int], dict[int, int]]:
+    @functools.cached_property
+    def _exits(self) -> tuple[list[int], dict[int, int]]:
         """Per PDT state, the fewest bytes to a state that may leave its rule (a close parenthesis,
         or the PDT's final state); a call on the way costs its callee's shortest text
         (Bellman-Ford over the states: every cost is positive). And each open parenthesis's
         return state."""
-        got = self.__dict__.get("_exits")
-        if got is not None:
-            return got
         n, inf = len(self._final), 1 << 40
         returns: dict[int, int] = {}
         for q in range(n):
@@ -343,5 +344,4 @@ class PushdownDecoder(Steps):
                     best = min(best, exits[to])
                 if best < exits[q]:
                     exits[q], changed = best, True
-        got = self.__dict__["_exits"] = (exits, returns)
-        return got
+        return exits, returns
