@@ -314,6 +314,53 @@ def test_a_signal_outside_the_commands_handling_still_says_one_line(capfd, signu
     assert capfd.readouterr().err.splitlines() == [line]
 
 
+CALLBACK = """
+def cb(ref):  # as importlib's module-lock clean-up: a weak-reference callback
+    os.kill(os.getpid(), signum)
+    for _ in range(1000):
+        pass
+"""
+
+
+@pytest.mark.parametrize("where", ["<frozen importlib._bootstrap>", "finalizer"])
+@pytest.mark.parametrize("signum,line", [(signal.SIGTERM, "tokfst: terminated"),
+                                         (signal.SIGINT, "tokfst: interrupted")])
+def test_a_signal_inside_a_callback_python_cannot_raise_from_still_stops(capfd, signum, line, where):
+    """A signal that lands in a weak-reference callback or a finalizer (where Python prints an
+    exception as "Exception ignored" and drops it) stops the command a moment later, with the
+    one line and no traceback."""
+    import weakref  # deferred: this test only
+
+    ignored = signal.getsignal(signum) == signal.SIG_IGN
+    if ignored:
+        signal.signal(signum, signal.default_int_handler)
+
+    def work() -> int:
+        names = {"os": os, "signum": signum}
+        if where == "finalizer":
+            exec(compile("class Held:\n    def __del__(self):\n        cb(None)\n" + CALLBACK, "held", "exec"), names)
+            names["Held"]()
+        else:
+            exec(compile(CALLBACK, where, "exec"), names)
+
+            class Target:
+                pass
+
+            target = Target()
+            ref = weakref.ref(target, names["cb"])  # noqa: F841 (kept alive so its callback runs)
+            del target
+        time.sleep(5)
+        return 0
+
+    try:
+        out = guard.run(work)
+    finally:
+        if ignored:
+            signal.signal(signum, signal.SIG_IGN)
+    assert (out.code, out.reason) == (128 + signum, None)
+    assert capfd.readouterr().err.splitlines() == [line]
+
+
 def test_guard_time_limit_kills_and_removes_temporary_files(tmp_path):
     target = tmp_path / "out.bin"
 

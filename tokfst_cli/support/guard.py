@@ -196,9 +196,30 @@ def handled_signals() -> list[int]:
 
 
 # ---- the child ---------------------------------------------------------------------------------
+_UNRAISABLE = ("__del__",)  # functions whose exceptions Python prints as "Exception ignored" and drops
+
+
+def _unraisable(frame) -> bool:
+    """Is ``frame`` where an exception would be printed and dropped: a weak-reference callback of
+    the import system (a module lock's clean-up) or a finalizer?"""
+    if frame is None:
+        return False
+    if frame.f_code.co_filename.startswith("<frozen importlib"):  # innermost only: imports themselves raise
+        return True
+    while frame is not None:
+        if frame.f_code.co_name in _UNRAISABLE:
+            return True
+        frame = frame.f_back
+    return False
+
+
 def _on_signal(signum: int, frame) -> None:
     for s in FORWARDED:  # the first signal wins; a forwarded copy of it must not interrupt the cleanup
         signal.signal(s, signal.SIG_IGN)
+    if _unraisable(frame):  # raised here it would be lost with a traceback: raise it a moment later
+        signal.signal(signal.SIGALRM, lambda _s, f: _on_signal(signum, f))
+        signal.setitimer(signal.ITIMER_REAL, 0.002)
+        return
     raise Interrupted(signum)
 
 
