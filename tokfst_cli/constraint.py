@@ -446,7 +446,9 @@ def lazy(tokenizer: TokenizerModel | str, pattern: str | None = None, *, schema:
     byte automaton, expanded per state on first use (``lazy.LazyDecoder``: no promotion); ``tokenizer``
     a model, a path or a bundled
     name; ``any_json=True``: every JSON document, nested to any depth (``whitespace=`` compact,
-    pretty or flexible); ``filters=`` text-level ``Filters`` (``lazy.decoder``); ``promote --format lazy``
+    pretty or flexible); a schema's recursion and free values nest to any depth too, with a stack
+    (``recursion=`` "auto", "stack" or "cut": ``grammar.schema.compile_json``; with ``filters`` "cut");
+    ``filters=`` text-level ``Filters`` (``lazy.decoder``); ``promote --format lazy``
     writes the same decoder's artifact, which :func:`load` reads."""
     from tokfst_cli.promotion import lazy as lazy_mod  # deferred: start-up: only this path needs it
     from tokfst_cli.tokenizer.model import load as load_tokenizer  # deferred: start-up: only this path needs it
@@ -460,9 +462,19 @@ def lazy(tokenizer: TokenizerModel | str, pattern: str | None = None, *, schema:
         from tokfst_cli.grammar.any_json import any_json as json_grammar  # deferred: start-up: only this path
 
         automaton = json_grammar(schema_options.pop("whitespace", "compact"))
+    if schema is not None:
+        from tokfst_cli.grammar.schema import compile_json  # deferred: start-up: only this path needs it
+
+        own = {k: schema_options.pop(k) for k in ("filters", "cache") if k in schema_options}  # the decoder's
+        recursion = schema_options.pop("recursion", "auto" if own.get("filters") is None else "cut")
+        automaton, schema = compile_json(schema, recursion=recursion, **schema_options).automaton, None
+        schema_options = own
     if isinstance(automaton, Pushdown):
         from tokfst_cli.promotion.stack import PushdownDecoder  # deferred: start-up: only this path needs it
 
+        if schema_options.get("filters") is not None:
+            raise InputError(f"{automaton.pattern} needs a stack: filters do not apply to it",
+                             "drop the filters, or cut the recursion (recursion='cut')", hint="grammar-pushdown")
         return PushdownDecoder(model, automaton)
     return lazy_mod.decoder(model, pattern, schema=schema, automaton=automaton, **schema_options)
 

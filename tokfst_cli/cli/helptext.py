@@ -57,7 +57,12 @@ step by the Python API (tokfst_cli.constraint.load).
 
 JSON Schema (Koo et al. 2024 Sec. 5.1): --schema FILE replaces the regex by the JSON texts valid
 under the schema, compiled to a byte automaton with pynini ($ref/$defs compiled once and
-reused; recursion and free values nest at most --max-depth deep). One spelling per value:
+reused). A schema that nests without bound by itself (a recursive $ref: trees, linked lists; a
+free value it writes: {}, true) compiles with a stack by default (--recursion auto): written as
+a pushdown automaton .fst, as a grammar's below, nothing cut; where such a value meets allOf,
+not, oneOf or if (a stack cannot be intersected), or with --canonical, filters, --prompt,
+--terminals or --format index/lazy, recursion and free values nest at most --max-depth deep
+instead (--recursion cut; --recursion stack refuses). One spelling per value:
 numbers in plain shortest decimal form, strings as json.dumps(ensure_ascii=False) writes
 them; keys in a stable order (the properties of every applying schema in order of
 appearance, then required names, then the rest; --any-order: any order); --whitespace
@@ -79,7 +84,8 @@ recursion refused by name), written as one .fst whose symbol table names the par
 ("(_k" and ")_k"); tokfst.load(FILE, tokenizer) decodes it with a stack. It takes no --canonical,
 filters, --prompt, --terminals or --format index/lazy (refused by name). --any-json is
 every JSON document (RFC 8259) nested to any depth, the same way, spelled as --whitespace says
-(a --schema of {} or true is cut at --max-depth instead, but takes every option).
+(a --schema of {} or true is the same with the schema's spellings; --recursion cut cuts it at
+--max-depth, a finite automaton that takes every option).
 
 Terminal labels (Koo et al. 2024 Sec. 2.5.1; agnostic only): --terminals replaces the token arcs of
 a wildcard loop ([^"\\\\]*, [^\\n]{0,80}, a JSON string's contents) by one arc per length class

@@ -72,7 +72,21 @@ class Whitespace(str, Enum):
 
 WHITESPACE = typer.Option(Whitespace.compact, "--whitespace", help="--schema: the JSON texts' whitespace (see below).")
 MAX_DEPTH = typer.Option(None, "--max-depth", min=0, metavar="N",
-                         help="--schema: nest $ref recursion and free values at most N deep [default: 3].")
+                         help="--schema with --recursion cut: nest $ref recursion and free values at most N deep "
+                              "[default: 3].")
+
+
+class Recursion(str, Enum):
+    auto = "auto"
+    stack = "stack"
+    cut = "cut"
+
+
+RECURSION = typer.Option(Recursion.auto, "--recursion",
+                         help="--schema: recursion ($ref) and free values ({}, true) nested to any depth with a stack "
+                              "(stack: a pushdown automaton, or refused where it meets allOf/not/oneOf/if), cut at "
+                              "--max-depth (cut: a finite automaton), or auto: stack where it can be, else cut "
+                              "(always cut with --canonical, filters, --prompt, --terminals, --format index/lazy).")
 LENIENT = typer.Option(False, "--lenient", help="--schema: ignore unsupported keywords (listed in a warning).")
 ANY_ORDER = typer.Option(False, "--any-order",
                          help="--schema: object properties (and const/enum objects' keys) in any order "
@@ -117,15 +131,16 @@ def promote_cmd(
     max_tokens: Optional[int] = MAX_TOKENS, prompt: Optional[str] = PROMPT, prompt_file: Optional[str] = PROMPT_FILE,
     schema: Optional[str] = SCHEMA, whitespace: Whitespace = WHITESPACE, max_depth: Optional[int] = MAX_DEPTH,
     lenient: bool = LENIENT, any_order: bool = ANY_ORDER, terminals: Optional[bool] = TERMINALS,
-    grammar: Optional[str] = GRAMMAR, any_json: bool = ANY_JSON,
+    grammar: Optional[str] = GRAMMAR, any_json: bool = ANY_JSON, recursion: Recursion = RECURSION,
 ) -> None:
     """Promote a regex to the automaton of all token sequences that spell it (Cognetta & Okazaki 2024 Eq. 3)."""
-    source = (read_grammar(grammar, regex, regex_file, schema, max_states, any_json, whitespace.value)
-              if grammar is not None or any_json else
-              read_schema(schema, regex, regex_file, whitespace.value, max_depth, lenient, any_order, max_states))
-    pattern = source.pattern if source is not None else read_pattern(regex, regex_file)
     filters = _filters(scripts, ascii_only, nfc, no_byte_tokens, literal_ascii, fuse_spaces, max_tokens)
     prompt = read_prompt(prompt, prompt_file)
+    recursion = _recursion(recursion, canonical, prompt, terminals, fmt, filters)
+    source = (read_grammar(grammar, regex, regex_file, schema, max_states, any_json, whitespace.value)
+              if grammar is not None or any_json else read_schema(
+                  schema, regex, regex_file, whitespace.value, max_depth, lenient, any_order, max_states, recursion))
+    pattern = source.pattern if source is not None else read_pattern(regex, regex_file)
     if isinstance(source, Pushdown):  # a self-embedding grammar (or --any-json): its PDT
         return _write_pushdown(source, out, fmt, (canonical, filters, prompt, terminals), verbose)
     if fmt is Format.fst:
@@ -143,6 +158,14 @@ def promote_cmd(
                                 factorized_ok=fmt is Format.index, cache=not no_cache, level=level.value,
                                 filters=filters, prompt=prompt, automaton=source, terminals=terminals)
     _write(result, out, fmt, verbose)
+
+
+def _recursion(recursion: Recursion, canonical: bool, prompt: str | None, terminals: bool | None, fmt: Format,
+               filters: Filters) -> str:
+    """--recursion as compiled: auto cuts when the other options need a finite automaton."""
+    finite = (canonical or prompt is not None or bool(terminals) or fmt is not Format.fst or filters.text_level()
+              or filters.token_level())
+    return "cut" if finite and recursion is Recursion.auto else recursion.value
 
 
 def _checked_model(tokenizer: str, canonical: bool, method: Method | None, level: Level, filters: Filters,
@@ -207,8 +230,9 @@ def _write_pushdown(pdt, out: str | None, fmt: Format, options: tuple, verbose: 
     if fmt is not Format.fst or canonical or filters.text_level() or filters.token_level() or prompt or terminals:
         raise InputError(f"{pdt.pattern} needs a stack (rules {', '.join(pdt.rules)}): it is written as a pushdown "
                          "automaton over bytes, without --format index/lazy, --canonical, filters or --prompt",
-                         "drop those options (tokfst.load(FILE, tokenizer) decodes the .fst), or make the "
-                         "recursion left- or right-linear", hint="grammar-pushdown")
+                         "drop those options (tokfst.load(FILE, tokenizer) decodes the .fst), or "
+                         + ("cut the recursion (--recursion cut)" if pdt.source.startswith("json-schema:")
+                            else "make the recursion left- or right-linear"), hint="grammar-pushdown")
     OUT.refuse_binary_tty(out)
     fst = with_symbols(pdt)
     OUT.fst(out, fst)
@@ -224,23 +248,23 @@ def _token_groups(pattern: str) -> bool:
 
 
 def read_schema(path: str | None, regex: str | None, regex_file: str | None, whitespace: str,
-                max_depth: int | None, lenient: bool, any_order: bool, max_states: int):
-    """--schema FILE compiled to its byte automaton (warnings on stderr), or None without --schema."""
+                max_depth: int | None, lenient: bool, any_order: bool, max_states: int, recursion: str = "cut"):
+    """--schema FILE compiled to its byte automaton or, recursive with a stack, its PDT (warnings on
+    stderr); None without --schema."""
     if path is None:
         return None
     if regex is not None or regex_file is not None:
         raise InputError("give a regex (-e, -f) or --schema, not both", "drop one of them")
 
-    from tokfst_cli.schema.compile import compile_schema  # deferred: start-up: only this path needs it
+    from tokfst_cli.grammar.schema import compile_json  # deferred: start-up: only this path needs it
 
     try:
         doc = json.loads(read_text(path, "schema file"))
     except (json.JSONDecodeError, RecursionError) as e:
         raise InputError(f"schema file {path} is not JSON: {e}", "give a JSON Schema document") from None
     with OUT.progress("compiling the schema"):
-        got = compile_schema(doc, whitespace=whitespace, lenient=lenient, any_order=any_order,
-                             max_states=max_states,
-                             **({"max_depth": max_depth} if max_depth is not None else {}))
+        got = compile_json(doc, recursion=recursion, whitespace=whitespace, lenient=lenient, any_order=any_order,
+                           max_states=max_states, **({"max_depth": max_depth} if max_depth is not None else {}))
     for warning in got.warnings:
         OUT.say(f"tokfst: warning: {warning}")
     return got.automaton

@@ -26,12 +26,11 @@ from dataclasses import dataclass
 
 import pynini
 
+from tokfst_cli.automata.calls import CALL, PAREN
 from tokfst_cli.automata.graph import strongly_connected
 from tokfst_cli.automata.symbols import byte_table
 from tokfst_cli.errors import EmptyLanguageError, InputError
 
-CALL = 1 << 20  # the call label of RTN rule i is CALL + i (bytes are 1..256)
-PAREN = 1 << 21  # pdt_replace numbers its parentheses from here
 ROOT = CALL - 1  # the nonterminal of the root FST (one call of the start rule)
 HINT = "grammar-recursion"
 
@@ -52,15 +51,6 @@ class Pushdown:
 
     def paren_pairs(self) -> list[tuple[int, int]]:
         return sorted(self.parens.items())
-
-
-def call_label(index: int) -> int:
-    return CALL + index
-
-
-def has_calls(f: pynini.Fst) -> bool:
-    """Whether an acceptor reads a call label."""
-    return any(arc.ilabel >= CALL for q in f.states() for arc in f.arcs(q))
 
 
 def _arcs(f: pynini.Fst) -> list[tuple[int, int, int]]:

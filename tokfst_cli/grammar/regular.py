@@ -25,12 +25,13 @@ from __future__ import annotations
 import pynini
 
 from tokfst_cli.automata import utf8
+from tokfst_cli.automata.calls import call_label, has_calls
 from tokfst_cli.automata.fsts import ranges_acceptor, text_acceptor
 from tokfst_cli.automata.graph import strongly_connected
 from tokfst_cli.automata.symbols import byte_table
 from tokfst_cli.errors import EmptyLanguageError, InternalError, LimitError
 from tokfst_cli.grammar.ir import Alt, Chars, Expr, Grammar, Ref, Regex, Repeat, Seq, Text, alt, seq, walk
-from tokfst_cli.grammar.pushdown import Pushdown, build, call_label, has_calls
+from tokfst_cli.grammar.pushdown import Pushdown, build
 from tokfst_cli.support.progress import report
 from tokfst_cli.text.regex import ByteAutomaton, compile_regex, determinize_bounded
 

@@ -32,9 +32,11 @@ def _bound(c, conj, key: str, pick) -> int | None:
 
 
 def _texts(c, f: pynini.Fst, limit: int) -> list[str] | None:
-    """The texts of a finite language with at most ``limit`` of them, else None."""
+    """The texts of a finite language with at most ``limit`` of them, else None (a call of a
+    recursive value, with a stack, counts as infinitely many)."""
     f = c.budget.expand(f)
-    if f.properties(pynini.ACYCLIC, True) != pynini.ACYCLIC:
+    if f.properties(pynini.ACYCLIC, True) != pynini.ACYCLIC or any(a.ilabel > 256 for q in f.states()
+                                                                   for a in f.arcs(q)):
         return None
     zero = pynini.Weight.zero(f.weight_type())
     out: list[str] = []

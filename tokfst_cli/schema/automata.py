@@ -38,6 +38,7 @@ import pynini
 
 from tokfst_cli.automata import label_classes
 from tokfst_cli.automata.arrays import FstArrays, fst_arrays, fst_from
+from tokfst_cli.automata.calls import CALL, PAREN
 from tokfst_cli.automata.fsts import text_acceptor
 from tokfst_cli.errors import EmptyLanguageError, InternalError, LimitError
 from tokfst_cli.support.progress import report
@@ -99,6 +100,11 @@ def deterministic(f: pynini.Fst, budget: "Budget", what: str) -> pynini.Fst:
     return f
 
 
+class StackOperand(Exception):
+    """An intersection or difference with a language that holds a recursive call (a stack's
+    language is not closed under them): the caller cuts the recursion instead, or refuses."""
+
+
 class Budget:
     """Determinize and minimize under ``max_states``; a LimitError names what was being built.
 
@@ -116,6 +122,16 @@ class Budget:
         self._classes: dict[tuple[bytes, ...], label_classes.Classes] = {}  # operands' digests -> their classes
         self._over: dict[tuple[bytes, bytes], pynini.Fst] = {}  # (digest, classes) -> expansion over them
         self.deferring = True  # off while building what outlives this budget (free values)
+        self.calls = False  # languages may hold call labels (recursion with a stack): see _no_calls
+
+    def _no_calls(self, *fs: pynini.Fst) -> None:
+        """Raise :class:`StackOperand` if one of ``fs`` (or a body it uses) holds a call label."""
+        if not self.calls:
+            return
+        arrays = [fst_arrays(f) for f in fs]
+        bodies = [self._body_arrays(b) for b in self._used(x for a in arrays for x in self._uses(a))]
+        if any(((a.ilabel >= CALL) & (a.ilabel < PAREN)).any() for a in [*arrays, *bodies]):
+            raise StackOperand
 
     def deferred(self, f: pynini.Fst) -> pynini.Fst:
         """``f`` itself when small (or while not deferring), else :meth:`placeholder` of it."""
@@ -282,6 +298,7 @@ class Budget:
     def intersect(self, a: pynini.Fst | None, b: pynini.Fst | None, what: str) -> pynini.Fst | None:
         if is_empty(a) or is_empty(b):
             return None
+        self._no_calls(a, b)
         return _in_bytes(self._expanded([a, b], lambda x, y: pynini.intersect(x.arcsort("olabel"), y.arcsort("ilabel")),
                                      what))
 
@@ -290,6 +307,7 @@ class Budget:
             return None
         if is_empty(b):
             return a
+        self._no_calls(a, b)
         return _in_bytes(self._expanded([a, b], lambda x, y: pynini.difference(
             x.arcsort("olabel"), deterministic(y, self, what).arcsort("ilabel")), what))
 

@@ -29,6 +29,7 @@ from typing import NamedTuple
 
 import pynini
 
+from tokfst_cli.automata.calls import call_label
 from tokfst_cli.errors import EmptyLanguageError, InputError, LimitError
 from tokfst_cli.schema import applicators, arrays, formats, numbers, objects, presence, strings, values
 from tokfst_cli.schema.applicators import TOP, Algebra
@@ -52,11 +53,16 @@ _FREE: dict[tuple, Lang] = {}  # the languages of free values (no schema), by po
 
 
 class CompiledSchema(NamedTuple):
-    """The schema's byte automaton and the warnings (ignored keywords, formats not asserted, cuts)."""
+    """The schema's byte automaton and the warnings (ignored keywords, formats not asserted, cuts).
+
+    With a stack (``stack=True``) and a recursive schema, ``automaton`` reads call labels and
+    ``rules`` holds what each stands for (call label -> (name, automaton over bytes and calls)):
+    a recursive transition network, which :mod:`tokfst_cli.grammar.schema` makes a PDT."""
 
     automaton: ByteAutomaton
     warnings: list[str]
     seconds: float
+    rules: dict[int, tuple[str, ByteAutomaton]] = {}
 
 
 class _False(Exception):
@@ -67,7 +73,7 @@ class Compiler:
     """One compilation: the document, its positions, the memo and the warnings."""
 
     def __init__(self, schema: Schema, whitespace: str, max_depth: int, lenient: bool, any_order: bool,
-                 max_states: int):
+                 max_states: int, stack: bool = False):
         if whitespace not in WHITESPACE:
             raise InputError(f"whitespace policy {whitespace!r} is not known", f"use one of: {', '.join(WHITESPACE)}",
                              hint="schema-whitespace")
@@ -83,7 +89,7 @@ class Compiler:
         self.max_depth, self.lenient, self.any_order = max_depth, lenient, any_order
         self.warnings: dict[str, None] = {}
         self.memo: dict[tuple, Lang] = {}
-        self.active: set[tuple] = set()
+        self.active: dict[tuple, int] = {}  # the languages being compiled -> the values open around them
         self.checked: set[int] = set()
         self.cache: dict[tuple, pynini.Fst | None] = {}
         # objects._split's memo: (value, tests, its classes) by the automata's ids
@@ -92,6 +98,12 @@ class Compiler:
         self.has_keys: dict[str, dict] = {}  # the same, member-wise (no type), for .presence
         self.string_only = {"type": "string"}
         self.constants: dict[str, dict] = {}  # members_of's schemas (their ids are memo keys)
+        # with a stack: a value nested in itself is a call of its rule, (conjunction, position) -> label
+        self.stack = self.budget.calls = stack
+        self.opening: set[tuple] = set()  # the values being compiled, outermost first
+        self.calls: dict[tuple, int] = {}
+        self.rules: dict[int, pynini.Fst | None] = {}  # call label -> the value's automaton
+        self.names: dict[int, str] = {}
 
     def members_of(self, value: dict) -> dict:
         """The schema of the objects equal to ``value`` (draft 2020-12 Sec. 4.2.2: the same keys,
@@ -167,7 +179,7 @@ class Compiler:
         key = (tuple(id(n) for n in conj), depth, pos.key) + (() if objects else ("no objects",))
         if key in self.memo:
             return self.memo[key]
-        if not conj and not pos.nodes and objects:  # a free value: the same for every schema
+        if not conj and not pos.nodes and objects and not self.stack:  # a free value: the same for every schema
             free = (self.policy.name, depth, self.any_order, self.budget.max_states)
             got = _FREE.get(free)
             if got is None:
@@ -183,13 +195,20 @@ class Compiler:
             self.memo[key] = got
             return got
         if key in self.active:
+            if self.stack and len(self.opening) > self.active[key]:  # nested in itself: a call per type
+                return {kind: self._call(("lang", key, kind), conj) for kind in TYPES}
             raise InputError("the schema refers to itself without nesting (a $ref cycle through in-place "
                              "applicators)", "make the recursion go through properties or items", hint="schema-cycle")
-        self.active.add(key)
+        self.active[key] = len(self.opening)
         try:
             self.memo[key] = result = self._lang(conj, depth, pos, objects)
         finally:
-            self.active.discard(key)
+            del self.active[key]
+        called = [kind for kind in TYPES if ("lang", key, kind) in self.calls]
+        if called:  # the rules of its calls: each type's part
+            concrete = Algebra(self, depth, pos).concrete(result)
+            for kind in called:
+                self.rules.setdefault(self.calls["lang", key, kind], concrete.get(kind))
         return result
 
     def value(self, seeds, depth: int, pos: Position) -> pynini.Fst | None:
@@ -199,9 +218,26 @@ class Compiler:
             return None
         key = ("value", tuple(id(n) for n in conj), depth, pos.key)
         if key not in self.cache:
-            lang = Algebra(self, depth, pos).concrete(self.lang(conj, depth, pos))
-            self.cache[key] = lang_fst(self.budget, lang, "a value")
+            rule = key[1], pos.key
+            if self.stack and rule in self.opening:  # nested in itself: a call of its rule
+                return self._call(rule, conj)
+            self.opening.add(rule)
+            try:
+                lang = Algebra(self, depth, pos).concrete(self.lang(conj, depth, pos))
+                self.cache[key] = lang_fst(self.budget, lang, "a value")
+            finally:
+                self.opening.discard(rule)
+            if rule in self.calls:
+                self.rules.setdefault(self.calls[rule], self.cache[key])
         return self.cache[key]
+
+    def _call(self, rule: tuple, conj: tuple[dict, ...]) -> pynini.Fst:
+        """One arc: the call of the value ``rule`` (its automaton, once compiled, is the rule's)."""
+        if rule not in self.calls:
+            label = self.calls[rule] = call_label(len(self.calls))
+            titles = [n["title"] for n in conj if isinstance(n.get("title"), str)]
+            self.names[label] = titles[0] if titles else self.doc.pointer(conj[0]) if conj else "any JSON value"
+        return body_placeholder(self.calls[rule])
 
     def universe(self, kind: str, depth: int, pos: Position) -> pynini.Fst | None:
         """Every text of type ``kind`` at ``pos`` (what :data:`.applicators.TOP` stands for)."""
@@ -296,7 +332,7 @@ class Compiler:
         inner = self.inner(depth, pos, bool(conj))
         if inner is None:
             return None
-        if ((conj or pos.nodes) and pos.plain(kind) and not formulas
+        if ((conj or pos.nodes) and pos.plain(kind) and not formulas and not self.stack
                 and not any(_KEYWORDS[kind] & node.keys() for node in conj)):
             # nothing here shapes this array or object: it is a free one (built once, shared)
             return self.lang((), inner + 1, self.positions.at([])).get(kind)
@@ -305,8 +341,9 @@ class Compiler:
         return objects.object_part(self, conj, inner, pos, formulas)
 
     def inner(self, depth: int, pos: Position, warn: bool = False) -> int | None:
-        """The depth left for the parts of an array or object at ``pos`` (None: cut here)."""
-        if not pos.counted:
+        """The depth left for the parts of an array or object at ``pos`` (None: cut here). With a
+        stack nothing is cut: every unbounded nesting comes back to a value being compiled."""
+        if not pos.counted or self.stack:
             return depth
         if depth == 0:
             if warn:
@@ -385,7 +422,7 @@ def _check_values(node: dict) -> None:
 
 
 def compile_schema(schema: Schema, *, whitespace: str = "compact", max_depth: int = MAX_DEPTH, lenient: bool = False,
-                   any_order: bool = False, max_states: int = MAX_STATES) -> CompiledSchema:
+                   any_order: bool = False, max_states: int = MAX_STATES, stack: bool = False) -> CompiledSchema:
     """The minimal byte DFA of the JSON texts valid under ``schema`` (a parsed JSON Schema). It is
     kept over byte classes (``automaton.classed``, :mod:`..label_classes`): the lazy
     decoder's table is built on them, and ``automaton.fst`` expands them to bytes on first use.
@@ -397,16 +434,24 @@ def compile_schema(schema: Schema, *, whitespace: str = "compact", max_depth: in
     (minLength, maxItems, ...) are relaxed (an automaton counting to N has N times the states).
     ``any_order``: properties in any order instead of the stable order (:mod:`.context`).
     ``max_states``: the size limit of every automaton built (LimitError past it).
+    ``stack``: nothing is cut; a value nested in itself (recursion, free values) is a call of its
+    rule (``CompiledSchema.rules``, a recursive transition network; ``max_depth`` unused), or
+    :class:`.automata.StackOperand` where such a value meets an intersection or difference.
     Raises InputError (hint ``schema-keyword``, ``schema-value``, ``schema-ref``,
     ``schema-pattern``, ``schema-cycle``), LimitError, or EmptyLanguageError when no JSON
     text is valid.
     """
     start = time.perf_counter()
-    c = Compiler(schema, whitespace, max_depth, lenient, any_order, max_states)
+    c = Compiler(schema, whitespace, max_depth, lenient, any_order, max_states, stack)
     value = c.value([schema], max_depth, c.positions.root())
     result = None if value is None else c.budget.minimal(c.policy.top(value), "the schema's automaton")
     if result is None:
         raise EmptyLanguageError("no JSON text is valid under the schema", "check the schema, or raise max_depth")
     name = schema.get("title") if isinstance(schema, dict) and isinstance(schema.get("title"), str) else "schema"
     automaton = ByteAutomaton(None, f"json-schema:{name}", classed=result)  # bytes expanded when asked for
-    return CompiledSchema(automaton, list(c.warnings), time.perf_counter() - start)
+    rules = {}
+    for label, f in c.rules.items():
+        got = None if f is None else c.budget.minimal(f, f"the automaton of {c.names[label]}")
+        if got is not None:
+            rules[label] = (c.names[label], ByteAutomaton(None, c.names[label], classed=got))
+    return CompiledSchema(automaton, list(c.warnings), time.perf_counter() - start, rules)

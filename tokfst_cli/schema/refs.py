@@ -110,6 +110,20 @@ class Document:
         for sub in subschemas(node):
             self._walk(sub, base)
 
+    def pointer(self, target: dict) -> str:
+        """The JSON pointer of the subschema ``target`` in the document ("#" for the root; "#?" if
+        it is not inside, as a constant's virtual schema)."""
+        todo: list[tuple[object, str]] = [(self.root, "#")]
+        while todo:
+            node, path = todo.pop()
+            if node is target:
+                return path
+            items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+            for k, v in items:
+                if isinstance(v, (dict, list)):
+                    todo.append((v, f"{path}/{str(k).replace('~', '~0').replace('/', '~1')}"))
+        return "#?"
+
     def resolve(self, ref: str, holder: dict) -> Schema:
         """The subschema ``ref`` names, seen from the schema ``holder`` that holds it."""
         uri = _join(self.base.get(id(holder), _DEFAULT_BASE), ref)
