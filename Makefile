@@ -74,6 +74,8 @@ bench: setup
 	$(BIN)/tokfst bench maxmatch --tokenizer tests/data/bert-base-uncased.json --json $(RESULTS)/maxmatch/maxmatch.json -v
 	$(BIN)/tokfst bench ready --tokenizer tests/data/llama2.json --tokenizer gpt2 --json $(RESULTS)/decoding/ready.json -v
 	$(BIN)/tokfst bench logits --tokenizer tests/data/llama2.json --tokenizer gpt2 --json $(RESULTS)/decoding/logits.json -v
+	mkdir -p $(RESULTS)/encode
+	$(BIN)/tokfst bench encode --tokenizer gpt2 --tokenizer tests/data/llama2.json --json $(RESULTS)/encode/encode.json -v
 	$(BIN)/tokfst bench all --tokenizer tests/data/llama2.json --tokenizer gpt2 \
 	  --json $(RESULTS)/paper/all.json --csv artifacts/bench-all.csv --plot artifacts/bench-all.svg -v
 	$(MAKE) results

@@ -420,11 +420,12 @@ DOC_BLOCKS = {
 }
 # The layers of tokfst_cli, bottom first (tests/test_architecture.py enforces them): a module's layer
 # is its first path component under tokfst_cli/; top-level modules are their own layer.
-LAYERS = ["errors", "compat", "support", "tokenizer", "automata", "decoding", "text", "schema", "pretok",
-          "filters", "promotion", "bpe", "maxmatch", "constraint", "pipeline", "analysis", "bench", "cli",
-          "__init__"]
-LAYER_NOTES = {"text": "Stage A", "schema": "Stage A", "pretok": "Stage P", "promotion": "Stage S",
-               "bpe": "Stage C", "maxmatch": "Stage C", "filters": "filters"}
+LAYERS = ["errors", "compat", "support", "tokenizer", "automata", "decoding", "text", "schema", "grammar", "pretok",
+          "filters", "promotion", "bpe", "maxmatch", "encoder", "constraint", "pipeline", "sources", "analysis",
+          "bench", "cli", "__init__"]
+LAYER_NOTES = {"text": "Stage A", "schema": "Stage A", "grammar": "Stage A", "pretok": "Stage P",
+               "promotion": "Stage S", "bpe": "Stage C", "maxmatch": "Stage C", "encoder": "Stage C on text",
+               "filters": "filters"}
 
 
 def _docstring(path: Path) -> str:

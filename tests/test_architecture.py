@@ -42,8 +42,10 @@ LAYERS = [  # bottom first; a tuple is one rank
     ("filters",),
     ("promotion",),  # stage S
     ("bpe", "maxmatch"),  # stage C
+    ("encoder",),  # stage C, run on text
     ("constraint",),
     ("pipeline",),
+    ("sources",),
     ("analysis",),
     ("bench",),
     ("cli",),

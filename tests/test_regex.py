@@ -129,7 +129,8 @@ def test_invalid_utf8_is_never_accepted(data):
 
 @pytest.mark.parametrize("pattern,construct", [
     (r"(a)\1", "Group references"), (r"a(?<=a)b", "lookbehind"), (r"a(?=b)b", "lookahead"),
-    (r"a(?!b)", "negative lookahead"), (r"^ab", "'^'"), (r"a(b", "missing )"), (r"[z-a]", "bad character range"),
+    (r"a(?!b)", "negative lookahead"), (r"a^b", "'^'"), (r"(^a)+b", "'^'"), (r"a(b", "missing )"),
+    (r"[z-a]", "bad character range"),
 ])
 def test_unsupported_and_invalid_syntax_is_named(pattern, construct):
     with pytest.raises(InputError) as e:
@@ -147,3 +148,13 @@ def test_state_limit_stops_a_blow_up():
         compile_regex(r"(a|b)*a(a|b){16}", max_states=5000)
     assert (e.value.limit, e.value.bound) == ("max_states", 5000) and e.value.stage.startswith("the byte automaton")
     assert compile_regex(r"(a|b)*a(a|b){4}", max_states=5000).fst.num_states() == 32
+
+
+@pytest.mark.parametrize("anchored,plain", [(r"^\d{4}$", r"\d{4}"), (r"\A(ab|c)\Z", r"(ab|c)"),
+                                            (r"(^a.+)|(^[b-d]+$)", r"(a.+)|([b-d]+)"), (r"^x|y$", r"x|y"),
+                                            (r"^a\$", r"a\$"), (r"[$^]b", r"[$^]b")])
+def test_anchors_at_the_edges_of_the_match_mean_nothing(anchored, plain):
+    """Matching is whole: ^, \\A at the start and $, \\Z at the end of an alternative (groups that
+    are whole alternatives opened) are accepted and change nothing; an escaped $ stays a dollar."""
+    a, b = compile_regex(anchored).fst, compile_regex(plain).fst
+    assert pynini.equivalent(a.rmepsilon(), b.rmepsilon())

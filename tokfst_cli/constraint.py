@@ -36,7 +36,7 @@ from tokfst_cli.decoding.matcher import Steps, pack
 from tokfst_cli.errors import DisallowedTokenError, InputError, UsageError
 from tokfst_cli.grammar.pushdown import Pushdown, from_fst
 from tokfst_cli.support.files import read_artifact
-from tokfst_cli.tokenizer.model import TokenizerModel
+from tokfst_cli.tokenizer.model import TokenizerModel, foreign
 
 _OPENFST_MAGIC = FST_MAGIC.to_bytes(4, "little")
 BITMASK_BUDGET = 64 << 20  # bytes of packed bitmasks made at load
@@ -394,7 +394,8 @@ def _element_problem(index: dict) -> str | None:
 def load(path: str, tokenizer: TokenizerModel | str | None = None) -> Decoder:
     """The decoder of any tokfst artifact: ``.fst``, index JSON, BPE or WordPiece factorized, lazy.
 
-    ``tokenizer`` (a model, a path or a bundled name) is checked against the artifact's
+    ``tokenizer`` (anything ``tokenizer.model.load`` takes: a model, a path, a directory, a
+    bundled or cached hub name, a tokenizers or transformers tokenizer) is checked against the artifact's
     fingerprint; the WordPiece factorized form and the lazy form (``promote --format lazy``:
     a ``lazy.LazyDecoder``) need it, the first to rebuild its tries, the second for its trie.
     """
@@ -403,7 +404,7 @@ def load(path: str, tokenizer: TokenizerModel | str | None = None) -> Decoder:
     from tokfst_cli.promotion import byte_table  # deferred: start-up: only this path needs it
     from tokfst_cli.tokenizer.model import load as load_tokenizer  # deferred: start-up: only this path needs it
 
-    model = load_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer
+    model = load_tokenizer(tokenizer) if tokenizer is not None else None
     data = read_artifact(path)
     if data.startswith(bpe_factorized.MAGIC):
         return bpe_factorized.from_bytes(data, model, path)
@@ -434,7 +435,7 @@ def load(path: str, tokenizer: TokenizerModel | str | None = None) -> Decoder:
         return FstDecoder(fst, size, model)
     decoder = _index(data, path)
     if model is not None and model.fingerprint != decoder.fingerprint:
-        raise InputError(f"{path} was built for another tokenizer", "rebuild it for this tokenizer")
+        raise foreign(path, decoder.fingerprint, model)
     return decoder
 
 
@@ -453,7 +454,7 @@ def lazy(tokenizer: TokenizerModel | str, pattern: str | None = None, *, schema:
     from tokfst_cli.promotion import lazy as lazy_mod  # deferred: start-up: only this path needs it
     from tokfst_cli.tokenizer.model import load as load_tokenizer  # deferred: start-up: only this path needs it
 
-    model = load_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer
+    model = load_tokenizer(tokenizer)
     if grammar is not None:
         from tokfst_cli.grammar.load import compile_grammar  # deferred: start-up: only this path needs it
 
@@ -488,7 +489,7 @@ def _same_tokenizer(fst: pynini.Fst, model: TokenizerModel | None, path: str) ->
     table = fst.input_symbols()
     name = table.name() if table is not None else ""
     if model is not None and name.startswith(TOKEN_TABLE_PREFIX) and name != token_table_name(model):
-        raise InputError(f"{path} was built for another tokenizer", "rebuild it for this tokenizer")
+        raise foreign(path, name[len(TOKEN_TABLE_PREFIX):] or None, model)
 
 
 def _vocab_of(fst: pynini.Fst, path: str) -> int:

@@ -41,13 +41,14 @@ from typing import Any, Callable
 
 import pynini
 
-from tokfst_cli.errors import InputError, LimitError, UsageError
+from tokfst_cli.errors import EmptyLanguageError, InputError, LimitError, UsageError
 from tokfst_cli.filters.compose import NONE as NO_FILTERS
 from tokfst_cli.filters.compose import Filters
 from tokfst_cli.promotion.promote import promote as promote_agnostic
 from tokfst_cli.support.progress import stage
 from tokfst_cli.text.regex import ByteAutomaton, compile_regex
 from tokfst_cli.tokenizer.model import TokenizerModel
+from tokfst_cli.tokenizer.model import load as load_tokenizer
 
 METHODS = {"bpe": ("implicit", "precomputed", "gadgets"), "wordpiece": ("product", "aho")}
 PROBE_ARCS = 1 << 19  # max_tokens over a cyclic S: C(S) is tried up to this many arcs (_canonical_counted)
@@ -83,6 +84,7 @@ class Result:
     terminals: list = field(default_factory=list)  # terminals.Terminal j: token label vocab_size + 1 + j
     counted: Any = None  # filters.length.Counted: max_tokens kept as S and N (the product made on first use)
     arrays: Any = field(default=None, repr=False)  # artifacts.FstArrays of the acceptor decoder() reads, if read
+    excluded: list[str] = field(default_factory=list)  # special tokens whose texts were left out (special_text)
 
     @property
     def fst(self) -> pynini.Fst | None:
@@ -338,11 +340,11 @@ def _honours_cache(fn: Callable[..., Result]) -> Callable[..., Result]:
 
 
 @_honours_cache
-def build(model: TokenizerModel, pattern: str, *, canonical: bool = False, method: str | None = None,
+def build(model: TokenizerModel | str | Any, pattern: str, *, canonical: bool = False, method: str | None = None,
           limits: Limits = Limits(), artifact: str | None = None, factorized_ok: bool = True,
           lexicon: pynini.Fst | None = None, cache: bool = True, level: str = "pipeline",
           filters: Filters = NO_FILTERS, prompt: str | None = None,
-          automaton: ByteAutomaton | None = None, terminals: bool = False) -> Result:
+          automaton: ByteAutomaton | None = None, terminals: bool = False, special_text: str = "exclude") -> Result:
     """A -> P -> S -> C for ``pattern`` over ``model``'s tokens.
 
     ``canonical`` keeps only HF's tokenizations (stage C, ``method`` per family, default the
@@ -355,8 +357,12 @@ def build(model: TokenizerModel, pattern: str, *, canonical: bool = False, metho
     Sec. 4.4): the prompt's text is prepended to A; ``Result.healing`` tells the kept prefix.
     ``automaton``: stage A's byte DFA given directly (e.g. a JSON Schema's); ``pattern`` then only
     names it. ``terminals`` (agnostic): wildcard loops as terminal labels (Koo et al. 2024 Sec. 2.5.1,
-    ``terminals.py``); ``Result.terminals`` lists them.
+    ``terminals.py``); ``Result.terminals`` lists them. ``special_text`` (canonical, at the pipeline
+    level): "exclude" (default) leaves out of the language the texts that contain a special added
+    token's content (``<|endoftext|>``, ``<s>``: HF's encode cuts them out as control tokens, which a
+    decoder must not spell; ``Result.excluded`` names them), "refuse" refuses such a language.
     """
+    model = load_tokenizer(model)  # a path, a name, a tokenizers/transformers object: one loader
     method = check_method(model, canonical, method, level)
     check_options(model, canonical, filters, prompt, terminals)
     maxmatch = canonical and model.family == "wordpiece"  # needs no lexicon transducer T
@@ -369,6 +375,10 @@ def build(model: TokenizerModel, pattern: str, *, canonical: bool = False, metho
         if canonical or filters.text_level() or filters.token_level():
             _refuse_token_groups(a, "canonical promotion" if canonical else "filters")
         a = _text_filters(model, a, filters, prompt)
+        if canonical and special_text == "exclude" and (maxmatch or level == "pipeline"):
+            a, result.excluded = _without_specials(model, a)
+        elif special_text not in SPECIAL_TEXT:
+            raise InputError(f"special_text {special_text!r} is not known", "give exclude or refuse")
     with stage("P: preprocessing"):
         text = preprocess(model, a, canonical, limits, level, cache)
     others = replace(filters, max_tokens=None)  # max_tokens: on the result, kept as S and N (_count_tokens)
@@ -407,6 +417,23 @@ def build(model: TokenizerModel, pattern: str, *, canonical: bool = False, metho
             result.healing = healing.settle(result, prompt)
     result.seconds = time.perf_counter() - start
     return result
+
+
+SPECIAL_TEXT = ("exclude", "refuse")
+
+
+def _without_specials(model: TokenizerModel, a: ByteAutomaton) -> tuple[ByteAutomaton, list[str]]:
+    """A without the texts holding a special token's content (``added.without_specials``)."""
+    from tokfst_cli.pretok import added  # deferred: start-up: only this path needs it
+
+    fst, found = added.without_specials(model, a.fst)
+    if not found:
+        return a, []
+    if fst.num_states() == 0:
+        raise EmptyLanguageError(f"every text of {a.pattern} contains a special token ({', '.join(found)})",
+                                 "allow text without it, or give special_text refuse to see the refusal",
+                                 hint="special-text")
+    return ByteAutomaton(fst.minimize(), a.pattern), found
 
 
 def _refuse_token_groups(a: ByteAutomaton, what: str) -> None:

@@ -161,7 +161,10 @@ def test_added_tokens():
     bare = [bos, model.token_id("x")]  # no segment of Llama-2's normalizer starts without "▁"
     assert encode(hf, "<s>x") != bare and verdicts("llama2.json", [bare, encode(hf, "<s>x")]) == [False, True]
     with pytest.raises(InputError, match="added token '<s>'"):
-        pipeline.build(model, "a(<s>)?", canonical=True)
+        pipeline.build(model, "a(<s>)?", canonical=True, special_text="refuse")
+    left = pipeline.build(model, "a(<s>)?", canonical=True)  # by default the special token's text is left out
+    plain = pipeline.build(model, "a", canonical=True)
+    assert left.excluded == ["<s>"] and paths(left.fst) == paths(plain.fst)
     assert pipeline.build(model, "a(<t>)?", canonical=True).materialized
 
 
@@ -354,7 +357,8 @@ def test_levels_and_refusals(tmp_path):
         pipeline.build(model, "ab", canonical=True, method="gadgets")
     r = run("promote", path, "-e", "  hello", "--canonical", "--level", "word", tmp_path / "x.fst")
     assert r.rc == 2 and not (tmp_path / "x.fst").exists()
-    r = run("promote", "gpt2", "-e", "ab?(<[|]endoftext[|]>)?", "--canonical", tmp_path / "x.fst")
+    r = run("promote", "gpt2", "-e", "ab?(<[|]endoftext[|]>)?", "--canonical", "--special-text", "refuse",
+            tmp_path / "x.fst")
     err = r.err.decode()
     assert r.rc == 2 and "'<|endoftext|>'" in err and "--level model" in err and len(err.strip().splitlines()) == 1
     assert run("promote", "gpt2", "-e", "ab?(<[|]endoftext[|]>)?", "--canonical", "--level", "model",

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 from tokfst_cli.analysis import check
 from tokfst_cli.errors import InputError
+from tokfst_cli.tokenizer import model as tokmod
 
 from ..runner import make_env, run, tokfst
 
@@ -125,10 +126,15 @@ def test_wordpiece_added_tokens_the_check_does_not_model_are_refused(tokenizer, 
 
 
 def test_wordpiece_promotion_refuses_text_with_an_added_token(tokenizer):
-    r = run("promote", tokenizer.arg("bert"), "-e", r"the \[MASK\] sat", "--canonical", "--format", "index")
+    args = ("promote", tokenizer.arg("bert"), "-e", r"the \[MASK\] sat", "--canonical", "--format", "index")
+    r = run(*args, "--special-text", "refuse")
     assert r.rc == 2 and r.err_lines == ["tokfst: error: the regex can match text containing the added token "
                                          "'[MASK]', which the tokenizer splits out before preprocessing; exclude "
                                          "that text from the regex"]
+    r = run(*args)  # by default a special token's text is left out: here, every text
+    assert r.rc == 1 and r.err_lines == ["tokfst: error: every text of the \\[MASK\\] sat contains a special token "
+                                         "([MASK]); allow text without it, or give --special-text refuse to see the "
+                                         "refusal"]
 
 
 # ---- artifacts of another tokenizer; automata as OUT ---------------------------------------------
@@ -142,8 +148,11 @@ def llama_fst(tmp_path_factory, tokenizer):
 @pytest.mark.parametrize("cmd", ["count", "inspect", "sample"])
 def test_an_fst_of_another_tokenizer_is_refused(llama_fst, cmd):
     r = run(cmd, "gpt2", llama_fst)
-    assert r.rc == 2 and r.err_lines == [f"tokfst: error: {llama_fst} was built for another tokenizer; "
-                                         "rebuild it for this tokenizer"]
+    llama, gpt2 = tokmod.load("tests/data/llama2.json"), tokmod.load("gpt2")
+    assert r.rc == 2 and r.err_lines == [  # both tokenizers named: the artifact's by fingerprint, the one given
+        f"tokfst: error: {llama_fst} was built for another tokenizer (fingerprint {llama.fingerprint[:12]}), not "
+        f"for {gpt2.source} (fingerprint {gpt2.fingerprint[:12]}); load it with the tokenizer it was built for, or "
+        "rebuild it for this one"]
 
 
 def test_an_fst_of_its_own_tokenizer_still_loads(llama_fst, tokenizer):
@@ -174,10 +183,12 @@ def test_a_drawing_may_replace_a_drawing(tmp_path):
 
 
 @pytest.mark.parametrize("args", [("--max-memory", "abc", "doctor"), ("promote", "gpt2", "-e", "a", "--max-arcs", "0"),
-                                  ("promot",), ("promote",)])
+                                  ("promot",), ("promote",), (), ("cache",)])
 def test_usage_errors_are_one_line(args):
     r = run(*args)
     assert r.rc == 2 and len(r.err_lines) == 1 and r.stderr.startswith("tokfst: error: ") and "-h'" in r.stderr
+    if not args:  # bare tokfst: a short usage naming the commands, not the whole help
+        assert "no command given" in r.stderr and "encode" in r.stderr and "Options:" not in r.stderr
 
 
 # ---- regexes interegular reads otherwise than Python's re ----------------------------------------

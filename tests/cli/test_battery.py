@@ -244,6 +244,8 @@ def test_named_case(name):
     for extra in ((), ("--canonical",)):
         r, d = promote_file(data, *extra)
         if code == 0 and extra and name in ADDED_IN_PATTERN:  # HF would split it out of the regex's text
+            assert r.rc == 0, r.err  # a special token: its texts left out of the language
+            r, d = promote_file(data, *extra, "--special-text", "refuse")
             assert_clean_failure(r, d, (2,))
             assert f"added token {ADDED_IN_PATTERN[name]!r}" in r.err_lines[0], r.err_lines
         elif code == 0:

@@ -47,7 +47,16 @@ def test_doctor(monkeypatch, tmp_path):
     rep = json.loads(r.stdout)
     assert rep["cache"]["location"] == str(tmp_path / "cache") and rep["cache"]["entries"] == 0
     assert rep["cache"]["writable"] is True and rep["packages"]["pynini"]
-    assert set(rep) >= {"tokfst", "python", "packages", "tools", "cache", "missing"}
+    assert set(rep) >= {"tokfst", "python", "packages", "tools", "cache", "missing", "optional"}
+    from importlib import metadata  # deferred: this test only
+
+    for name in ("numba", "lark", "torch", "transformers", "xgrammar", "llguidance", "outlines-core"):
+        try:
+            installed = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            installed = None
+        assert (rep["packages"].get(name) or rep["optional"][name]["version"]) == installed, name
+        assert f"{name} " in text
 
 
 def test_doctor_names_what_is_missing_and_exits_0(tmp_path):

@@ -52,3 +52,15 @@ def test_the_automaton_and_pythons_re_agree_on_the_translation(pattern, strings)
     fst = compiled({"type": "string", "pattern": pattern})
     for s in strings:
         assert accepts(fst, json.dumps(s, ensure_ascii=False)) == ecma.search(pattern, s), (pattern, s)
+
+
+@pytest.mark.parametrize("pattern", [r"(^.+\..+)|(^[a-zA-Z0-9_-]+)", r"(^a)|(b$)", r"((^x))|y", r"(?:^ab|cd$)",
+                                     r"(?<n>^q)z"])
+@settings(max_examples=150, deadline=None)
+@given(st.text("abxyz.-_qcd ", max_size=8))
+def test_grouped_anchors_search_as_python(pattern, text):
+    """Anchors at the start of alternatives inside a group (and the mirror) search as Python's
+    re.search does on these patterns (their ECMA and Python meanings agree here)."""
+    import re  # deferred: this test only
+
+    assert ecma.search(pattern, text) == (re.search(pattern.replace("(?<n>", "(?P<n>"), text) is not None)

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from tokfst_cli import pipeline
 from tokfst_cli.bench import common
 from tokfst_cli.bench.common import Results, Table
-from tokfst_cli.decoding.logits import ConstraintLogitsProcessor, generate, tiny_model
+from tokfst_cli.decoding import logits as hf  # its ConstraintLogitsProcessor imports torch: on first use
 from tokfst_cli.decoding.matcher import DeadEnd
 from tokfst_cli.errors import InputError
 from tokfst_cli.promotion.lazy import LazyDecoder
@@ -51,7 +51,7 @@ def special_ids(model) -> tuple[int, int]:
 
 def timed_generate(lm, prompt: list[int], constraint, eos: int, max_new: int) -> tuple[float, int]:
     """Wall time of one ``generate`` call and the tokens it generated (EOS counted)."""
-    t, [ids] = common.timed(lambda: generate(lm, prompt, constraint, eos_token_id=eos, do_sample=True,
+    t, [ids] = common.timed(lambda: hf.generate(lm, prompt, constraint, eos_token_id=eos, do_sample=True,
                                              max_new_tokens=max_new))
     return t, min(len(ids) + 1, max_new)
 
@@ -81,7 +81,7 @@ def regex_row(lm, model, name: str, pattern: str, kind: str, runs: int) -> dict:
     try:
         for i in range(runs + 1):
             torch.manual_seed(i)
-            proc = ConstraintLogitsProcessor(fresh(), eos_token_id=eos)
+            proc = hf.ConstraintLogitsProcessor(fresh(), eos_token_id=eos)
             tc, n = timed_generate(lm, [bos], proc, eos, MAX_NEW_TOKENS)
             tu, nu = timed_generate(lm, [bos], None, eos, n)
             if i == 0:
@@ -120,7 +120,7 @@ def logits_table(tokenizers: list[tuple[str, str, bool]], regexes: dict[str, str
         for name, path, _ in tokenizers:
             model = common.load_model(path, None)
             bos, eos = special_ids(model)
-            lm = tiny_model(model.vocab_size, bos, eos)
+            lm = hf.tiny_model(model.vocab_size, bos, eos)
             for rname, pattern in regexes.items():
                 for kind in CONSTRAINTS:
                     progress(f"logits: {name}: {rname} ({kind}), {runs} runs")

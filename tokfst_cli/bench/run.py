@@ -22,6 +22,7 @@ from tokfst_cli.bench.canonical import canonical_table
 from tokfst_cli.bench.check import REGEXES, check_table
 from tokfst_cli.bench.compile import compile_table
 from tokfst_cli.bench.corpus import load_corpus, paragraph, train
+from tokfst_cli.bench.encode import encode_tables
 from tokfst_cli.bench.filters import filters_table
 from tokfst_cli.bench.grammars import grammars_table
 from tokfst_cli.bench.inspect import inspect_table
@@ -43,13 +44,13 @@ from tokfst_cli.tokenizer import model as tokmod
 
 PAPER = ("table1", "table2", "paragraph", "peers", "masks")  # what "all" runs: the paper's tables and the peers
 MODES = PAPER + ("promote", "canonical", "maxmatch", "check", "compile", "logits", "ready", "filters", "inspect",
-                 "terminals", "grammars")
+                 "terminals", "grammars", "encode")
 CORPUS_MODES = {"table1", "table2", "paragraph"}  # train BPE tokenizers on the corpus
 PLOTTED = {"table1", "table2", "paragraph"}  # modes with a scaling table
 FAMILY = {"table2": "bpe", "paragraph": "bpe", "peers": "bpe", "masks": "bpe", "canonical": "bpe",
           "maxmatch": "wordpiece", "promote": None, "check": None, "compile": "bpe", "logits": None,
           "ready": None, "filters": None, "inspect": "bpe",
-          "terminals": None, "grammars": None}  # of the --tokenizer tokenizers; table1 uses none
+          "terminals": None, "grammars": None, "encode": "bpe"}  # of the --tokenizer tokenizers; table1 uses none
 
 
 @dataclass
@@ -72,6 +73,8 @@ class Request:
     paragraph_chars: int = 1200
     steps: int | None = None  # masks: at most this many tokens of each walk (None: all)
     evict_each_step: bool = False  # masks: cold caches before every step, not only before each walk
+    encode_mb: float = 1.0  # encode: megabytes per corpus
+    max_log: int = 20  # encode: the longest pathological run is 2^max_log characters
     max_arcs: int = 50_000_000
     lines: int = 20_000
     rss_mb: str = "10,100"
@@ -285,6 +288,8 @@ def run_mode(mode: str, p: Plan, corp, text: str | None, trained: list, progress
         return terminals_table(extra, p.regexes or PATTERNS, r.repeat, progress)
     if mode == "grammars":
         return grammars_table(extra, r.repeat, r.steps, progress)
+    if mode == "encode":
+        return encode_tables(extra, r.repeat, r.corpus, r.encode_mb, r.max_log, progress)
     raise ValueError(f"unknown bench mode {mode}")
 
 

@@ -42,7 +42,7 @@ from tokfst_cli.bpe.product import Factorized
 from tokfst_cli.decoding.healing import resume, stored_version
 from tokfst_cli.errors import InputError, InternalError
 from tokfst_cli.support.files import pack, read_artifact, unpack
-from tokfst_cli.tokenizer.model import TokenizerModel
+from tokfst_cli.tokenizer.model import TokenizerModel, foreign
 
 MAGIC = b"TOKFSTFAC\0"
 FORMAT = "tokfst-factorized"
@@ -116,7 +116,7 @@ def from_bytes(data: bytes, model: TokenizerModel | None = None, source: str = "
     n, m, start, size = fields["states"], fields["arcs"], fields["start"], fields["payload_bytes"]
     npair, width, nspec = fields["pairs"], fields["width"], fields["specials"]
     if model is not None and model.fingerprint != header["fingerprint"]:
-        raise InputError(f"{path} was built for another tokenizer", "rebuild it for this tokenizer")
+        raise foreign(path, header["fingerprint"], model)
     try:
         raw = zlib.decompress(body[:size])
     except zlib.error:

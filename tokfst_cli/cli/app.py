@@ -22,6 +22,7 @@ from tokfst_cli.cli.compile_maxmatch import compile_maxmatch_cmd
 from tokfst_cli.cli.count import count_cmd
 from tokfst_cli.cli.doctor import doctor_cmd
 from tokfst_cli.cli.draw import draw_cmd
+from tokfst_cli.cli.encode import encode_cmd
 from tokfst_cli.cli.errors import MEMORY_LIMIT, TIME_LIMIT, exit_codes_line, word
 from tokfst_cli.cli.inspect import inspect_cmd
 from tokfst_cli.cli.output import OUT
@@ -91,6 +92,8 @@ COMMANDS = [  # (name, function, short help, long help), in the order of `tokfst
     ("cache", cache_cmd, "List or clear the cache of built automata (tokfst cache list|clear).", helptext.CACHE),
     ("count", count_cmd, "Count an artifact's token sequences and strings by length, exactly.", helptext.COUNT),
     ("inspect", inspect_cmd, "Structure, coalescence and skip rates of token automata.", helptext.INSPECT),
+    ("encode", encode_cmd, "Encode text to token ids as Hugging Face's encode does (whole or streamed).",
+     helptext.ENCODE),
 ]
 for _name, _fn, _short, _long in COMMANDS:
     app.command(_name, short_help=_short, help=_long)(_fn)
@@ -240,7 +243,10 @@ def _run() -> int:
         return 128 + signal.SIGINT
     except UsageError as e:  # one line, as every other error: the problem, then where the usage is
         where = e.ctx.command_path if e.ctx is not None else "tokfst"
-        msg = e.format_message().rstrip(".")
+        msg = " ".join(e.format_message().split()).rstrip(".")  # one line, whatever click wrapped
+        if type(e).__name__ == "NoArgsIsHelpError":  # bare `tokfst` (or a group without its command)
+            names = ", ".join(name for name, *_ in COMMANDS) if where == "tokfst" else "see below"
+            msg = f"no command given (usage: {where} [OPTIONS] COMMAND [ARGS]...; commands: {names})"
         OUT.say(f"tokfst: error: {msg}" + (" See" if msg.endswith("?") else "; see") + f" '{where} -h'")
         return e.exit_code
     except ClickException as e:

@@ -29,14 +29,15 @@ class Mode(str, Enum):
     schemas = "schemas"
     terminals = "terminals"
     grammars = "grammars"
+    encode = "encode"
     all = "all"
     report = "report"
 
 
 MODE = typer.Argument(..., metavar="MODE",
                       help="table1, table2, paragraph, peers, masks, promote, canonical, maxmatch, check, compile, "
-                           "logits, ready, filters, inspect, schemas, terminals, grammars, or all; report renders "
-                           "results.")
+                           "logits, ready, filters, inspect, schemas, terminals, grammars, encode, or all; report "
+                           "renders results.")
 CORPUS = typer.Option(None, "--corpus", metavar="PATH",
                       help="Training text: a file, or a directory of *.txt files "
                            "[default: /usr/share/doc/python3.11/html/_sources].")
@@ -83,6 +84,9 @@ CSV_OUT = typer.Option(None, "--csv", metavar="FILE", help="Write all table rows
 PLOT = typer.Option(None, "--plot", metavar="FILE",
                     help="Plot the scaling tables (time or size vs vocabulary) to FILE.svg or FILE.png.")
 VERBOSE = typer.Option(False, "-v", "--verbose", help="Progress lines on stderr.")
+ENCODE_MB = typer.Option(1.0, "--encode-mb", min=0.001, metavar="MB", help="encode: megabytes of each corpus.")
+MAX_LOG = typer.Option(20, "--max-log", min=12, max=24, metavar="K",
+                       help="encode: the longest pathological run is 2^K characters.")
 # ---- bench schemas ----
 DIRECTORY = typer.Argument(None, metavar="DIR",
                            help="schemas: a directory of JSON Schema files (*.json). report: a --json results file, "
@@ -109,7 +113,8 @@ def bench_cmd(
     rss_mb: str = RSS_MB, json_out: Optional[str] = JSON_OUT, csv_out: Optional[str] = CSV_OUT,
     plot: Optional[str] = PLOT, verbose: bool = VERBOSE, peers: bool = PEERS, limit: Optional[int] = LIMIT,
     tokfst_timeout: float = TOKFST_TIMEOUT, terminals: bool = TERMINALS,
-    markdown: Optional[str] = MARKDOWN, title: Optional[str] = TITLE,
+    markdown: Optional[str] = MARKDOWN, title: Optional[str] = TITLE, encode_mb: float = ENCODE_MB,
+    max_log: int = MAX_LOG,
 ) -> None:
     """Reproduce the paper's tables and time tokfst against its peers."""
     from rich.console import Console  # deferred: rich only where something is shown
@@ -131,7 +136,7 @@ def bench_cmd(
         mode=mode.value, corpus=corpus, vocab_sizes=vocab_sizes, words=words, methods=methods, repeat=repeat,
         cold_repeat=cold_repeat, timeout=timeout, tokenizer=tokenizer or [], regex=regex or [],
         regex_file=regex_file, named=named, trials=trials, paragraph_chars=paragraph_chars, steps=steps,
-        evict_each_step=evict_each_step,
+        evict_each_step=evict_each_step, encode_mb=encode_mb, max_log=max_log,
         max_arcs=max_arcs, lines=lines, rss_mb=rss_mb, json_out=json_out, csv_out=csv_out, plot=plot))
     doc = run.run(plan, OUT.say, verbose or OUT.err.is_terminal)
     run.emit(doc, plan, OUT.err if json_out == "-" else Console(highlight=False), OUT.data)

@@ -15,7 +15,9 @@ STATE = {"debug": False}
 
 MAX_STATES_HELP = "Stop with an error instead of building an automaton with more states than this."
 MaxStates = typer.Option(1_000_000, "--max-states", min=1, metavar="N", help=MAX_STATES_HELP)
-Tokenizer = typer.Argument(..., metavar="TOKENIZER", help="tokenizer.json path, or a bundled name (gpt2).")
+Tokenizer = typer.Argument(..., metavar="TOKENIZER", help="A tokenizer.json, a model directory holding one, a hub "
+                                                             "name in the local Hugging Face cache (org/name), or a "
+                                                             "bundled name (gpt2).")
 Out = typer.Argument(None, metavar="OUT", help="Output file; absent or '-' = stdout.")
 
 

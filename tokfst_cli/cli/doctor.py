@@ -19,6 +19,7 @@ def doctor_cmd(
     rows = [("tokfst", rep["tokfst"]), ("python", f"{rep['python']} ({rep['executable']})"),
             ("platform", rep["platform"])]
     rows += [(name, version or "MISSING") for name, version in rep["packages"].items()]
+    rows += [(name, f"{x['version'] or 'not installed'} (optional: {x['for']})") for name, x in rep["optional"].items()]
     rows.append(("pynini's OpenFst", rep["pynini_openfst"] or "unknown"))
     for key, label in (("openfst", "OpenFst tools"), ("dot", "graphviz dot")):
         tool = rep["tools"][key]

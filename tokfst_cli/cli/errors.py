@@ -80,6 +80,7 @@ HINTS = {
     "gadgets-level": "add --level model, or use --method implicit",
     "precomputed-ignore-merges": "use --method implicit, or --level model",
     "added-token": "exclude that text from the regex, or use --level model",
+    "special-text": "allow text without it, or give --special-text refuse to see the refusal",
     "added-token-normalized": "mark it \"normalized\": false in the tokenizer.json, or drop --canonical",
     "unmodelled-added-token": "check sequences without it, or use --level model",
     "normalizer-domain": "restrict the regex to {normalizer}-normalized text, or use --level model",

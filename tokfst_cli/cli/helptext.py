@@ -29,7 +29,8 @@ piece before them (word boundaries come with canonical MaxMatch).
 Regexes: Python re syntax, matched in full, over all of Unicode (negated classes and .
 included; . excludes newline unless (?s)); \\d, \\w and \\s are ASCII classes as in
 interegular; \\uXXXX, \\UXXXXXXXX and \\N{NAME} escapes work; (?i) folds case per
-character with str.lower/str.upper. Anchors, backreferences and lookaround are refused.
+character with str.lower/str.upper. Matching is whole: ^ and $ (\\A, \\Z) at the edges of the
+match are accepted and mean nothing; other anchors, backreferences and lookaround are refused.
 A regex file holds one pattern; one trailing newline is dropped.
 
 --canonical keeps only what Hugging Face's tokenizer produces (without special tokens).
@@ -503,6 +504,38 @@ Examples:
   tokfst count gpt2 cities.fst
   tokfst promote gpt2 -e '[0-9]+' digits.fst
   tokfst count gpt2 digits.fst --max-len 12 --json
+"""
+
+ENCODE = """\
+Encode text to token ids, exactly as Hugging Face's encode(text, add_special_tokens=False).
+
+IN is one UTF-8 text (absent or '-': stdin; invalid UTF-8: exit 2). The pipeline is HF's:
+added tokens (special and not) cut out of the raw text first, leftmost-longest; each text
+segment between them normalized and pre-tokenized by stage P's transducer (the automaton the
+canonical constructions use; a component tokfst does not model is refused by name, exit 2);
+each pre-token through HF's BPE (merges by rank and position, ignore_merges, byte fallback,
+unknown tokens), compiled with numba. --level model: the BPE model on the text as one
+pre-token. BPE tokenizers only (WordPiece and Unigram refused by name).
+
+--stream reads stdin as the bytes arrive and prints, after each read, the tokens no later
+text can change (eager output), then the rest at the end; the lines joined are the ids of
+the whole text. Final: an added token once the text past its start is as long as the
+longest added token; the pre-tokens of the open segment but the last two, where the text
+splits there consistently. A model without a pre-tokenizer (Llama-2) has one pre-token per
+segment: its tokens are final only at an added token or the end (the incremental BPE
+algorithm that would emit them earlier is not implemented yet).
+
+\b
+Output: ids separated by spaces and a newline; --tokens: the token strings instead (escaped
+as fstprint shows them); --count: the number of tokens; --json: {"count": N, "ids": [...],
+"tokens": [...] with --tokens}.
+
+\b
+Examples:
+  echo 'Hello world' | tokfst encode gpt2
+  tokfst encode gpt2 examples/notes.txt --count
+  tokfst encode tests/data/llama2.json examples/notes.txt --tokens
+  printf 'a b c' | tokfst encode gpt2 --stream
 """
 
 INSPECT = """\

@@ -76,6 +76,17 @@ MAX_DEPTH = typer.Option(None, "--max-depth", min=0, metavar="N",
                               "[default: 3].")
 
 
+class SpecialText(str, Enum):
+    exclude = "exclude"
+    refuse = "refuse"
+
+
+SPECIAL_TEXT = typer.Option(SpecialText.exclude, "--special-text",
+                            help="--canonical: texts that contain a special token's content (<|endoftext|>, <s>: "
+                                 "control tokens encode cuts out) are left out of the language (exclude; -v names "
+                                 "them) or refused (refuse).")
+
+
 class Recursion(str, Enum):
     auto = "auto"
     stack = "stack"
@@ -132,6 +143,7 @@ def promote_cmd(
     schema: Optional[str] = SCHEMA, whitespace: Whitespace = WHITESPACE, max_depth: Optional[int] = MAX_DEPTH,
     lenient: bool = LENIENT, any_order: bool = ANY_ORDER, terminals: Optional[bool] = TERMINALS,
     grammar: Optional[str] = GRAMMAR, any_json: bool = ANY_JSON, recursion: Recursion = RECURSION,
+    special_text: SpecialText = SPECIAL_TEXT,
 ) -> None:
     """Promote a regex to the automaton of all token sequences that spell it (Cognetta & Okazaki 2024 Eq. 3)."""
     filters = _filters(scripts, ascii_only, nfc, no_byte_tokens, literal_ascii, fuse_spaces, max_tokens)
@@ -146,17 +158,16 @@ def promote_cmd(
     if fmt is Format.fst:
         OUT.refuse_binary_tty(out)
     if fmt is Format.lazy:
-        _check_lazy(canonical, filters, prompt, terminals, method, artifact)
-        _write_lazy(tokenizer, source, pattern, filters, max_states, no_cache, out, verbose)
-        return
+        return _write_lazy(tokenizer, source, pattern, filters, max_states, no_cache, out, verbose,
+                           (canonical, prompt, terminals, method, artifact))
     if terminals is None:
         terminals = not canonical and not filters.token_level() and (source is not None or _token_groups(pattern))
     model = _checked_model(tokenizer, canonical, method, level, filters, prompt, terminals)
     with OUT.progress("promoting"):
         result = pipeline.build(model, pattern, canonical=canonical, method=method.value if method else None,
-                                limits=pipeline.Limits(max_states, max_arcs), artifact=artifact,
-                                factorized_ok=fmt is Format.index, cache=not no_cache, level=level.value,
-                                filters=filters, prompt=prompt, automaton=source, terminals=terminals)
+                                limits=pipeline.Limits(max_states, max_arcs), artifact=artifact, level=level.value,
+                                factorized_ok=fmt is Format.index, cache=not no_cache, filters=filters, prompt=prompt,
+                                automaton=source, terminals=terminals, special_text=special_text.value)
     _write(result, out, fmt, verbose)
 
 
@@ -200,12 +211,15 @@ def _check_lazy(canonical: bool, filters: Filters, prompt: str | None, terminals
 
 
 def _write_lazy(tokenizer: str, source, pattern: str, filters: Filters, max_states: int, no_cache: bool,
-                out: str | None, verbose: bool) -> None:
-    """--format lazy: ``lazy.artifact`` of the byte DFA for the tokenizer."""
+                out: str | None, verbose: bool, others: tuple) -> None:
+    """--format lazy: ``lazy.artifact`` of the byte DFA for the tokenizer (``others``: --canonical,
+    --prompt, --terminals, --method, --artifact, refused by :func:`_check_lazy`)."""
     from tokfst_cli.promotion import lazy  # deferred: start-up: only this path needs it
     from tokfst_cli.promotion.byte_table import to_bytes  # deferred: start-up: only this path needs it
     from tokfst_cli.text.regex import compile_regex  # deferred: start-up: only this path needs it
 
+    canonical, prompt, terminals, method, artifact = others
+    _check_lazy(canonical, filters, prompt, terminals, method, artifact)
     OUT.refuse_binary_tty(out, "a lazy artifact")
     start = time.perf_counter()
     with OUT.progress("loading tokenizer"):
@@ -292,6 +306,9 @@ def read_prompt(prompt: str | None, prompt_file: str | None) -> str | None:
 
 
 def _write(result: pipeline.Result, out: str | None, fmt: Format, verbose: bool) -> None:
+    if verbose and result.excluded:
+        OUT.say(f"tokfst: left out the texts that contain the special tokens {', '.join(map(repr, result.excluded))} "
+                "(--special-text refuse refuses them)")
     if result.healing is not None:
         h = result.healing
         OUT.say(f"tokfst: keep the prompt's first {len(h.kept)} tokens: {' '.join(map(str, h.kept)) or '(none)'}; "

@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from tokfst_cli.decoding.matcher import DeadEnd, Matcher, Steps
+from tokfst_cli.decoding.matcher import DeadEnd, Generated, Matcher, Steps, stop_ids
 from tokfst_cli.errors import InputError
 
 INSTALL = "pip install 'tokfst[hf]'"
@@ -67,18 +67,16 @@ class _Masking:
     ``transformers.LogitsProcessor`` that sets the score of every token outside ``constraint``
     (a decoder of :mod:`tokfst_cli.constraint`) to -inf, per batch row (see the module docstring).
 
-    ``eos_token_id``: the tokenizer's end of text, allowed exactly at final states (give the id
-    ``generate`` stops on). ``vocab_size``: tokens at or past it are never allowed (default: the
+    ``eos_token_id``: the ids ``generate`` stops on (one, or a list as
+    ``generation_config.eos_token_id`` gives for Llama-3 and Qwen chat models), each allowed
+    exactly at final states. ``vocab_size``: tokens at or past it are never allowed (default: the
     constraint's mask length). InputError when torch or transformers is missing.
     """
 
-    def __init__(self, constraint, eos_token_id: int | None = None, vocab_size: int | None = None):
+    def __init__(self, constraint, eos_token_id: int | list[int] | None = None, vocab_size: int | None = None):
         self.torch = _require()[0]
-        if isinstance(eos_token_id, (list, tuple)):
-            if len(eos_token_id) != 1:
-                raise InputError(f"one EOS id is supported, not {list(eos_token_id)}", "give the id generate stops on")
-            eos_token_id = eos_token_id[0]
-        self.constraint, self.eos, self.vocab_size = constraint, eos_token_id, vocab_size
+        self.stop_ids = stop_ids(eos_token_id)
+        self.constraint, self.eos, self.vocab_size = constraint, list(self.stop_ids) or None, vocab_size
         self.packed = getattr(type(constraint), "bitmask", Steps.bitmask) is not Steps.bitmask
         self.reset()
 
@@ -142,7 +140,7 @@ class _Masking:
         width = len(row)
         limit = width if self.vocab_size is None else min(width, self.vocab_size)
         if m.is_terminated():
-            row[self.eos] = True  # a finished row: generate pads it, the sample must allow something
+            row[m.tokens[-1]] = True  # a finished row: generate pads it, the sample must allow something
         elif self.packed:
             words = m.bitmask()  # EOS's bit set at final states
             n = min(limit, 32 * len(words))
@@ -175,13 +173,15 @@ def __getattr__(name: str):
     return _CLASS
 
 
-def generate(model, prompt: list[int], constraint=None, eos_token_id: int | None = None,
-             vocab_size: int | None = None, **kwargs) -> list[list[int]]:
+def generate(model, prompt: list[int], constraint=None, eos_token_id: int | list[int] | None = None,
+             vocab_size: int | None = None, **kwargs) -> list[Generated]:
     """``model.generate`` from one prompt under ``constraint``: the generated ids of each returned
     sequence (``num_return_sequences`` and other ``generate`` options in ``kwargs``; processors
-    in ``logits_processor`` run before the constraint's), without the prompt, the EOS that ended
-    it and the padding after. ``constraint``: a decoder, a ``ConstraintLogitsProcessor`` (to read
-    its counters afterwards), or None (unconstrained)."""
+    in ``logits_processor`` run before the constraint's), without the prompt, the stop id that
+    ended it and the padding after, as :class:`~tokfst_cli.decoding.matcher.Generated` lists:
+    ``finished`` is False for a sequence cut at ``max_new_tokens`` (truncated, never silent).
+    ``eos_token_id``: one stop id or several. ``constraint``: a decoder, a
+    ``ConstraintLogitsProcessor`` (to read its counters afterwards), or None (unconstrained)."""
     torch = _require()[0]
     processors = list(kwargs.pop("logits_processor", []))  # the caller's first: the mask has the last word
     if constraint is not None:
@@ -189,16 +189,18 @@ def generate(model, prompt: list[int], constraint=None, eos_token_id: int | None
         processors.append(constraint if is_processor else __getattr__("ConstraintLogitsProcessor")(
             constraint, eos_token_id, vocab_size))
     ids = torch.tensor([list(prompt)], dtype=torch.long, device=model.device)
-    pad = kwargs.pop("pad_token_id", eos_token_id)
+    stops = stop_ids(eos_token_id)
+    pad = kwargs.pop("pad_token_id", stops[0] if stops else None)
     with torch.no_grad():
         out = model.generate(ids, attention_mask=torch.ones_like(ids), logits_processor=processors,
                              eos_token_id=eos_token_id, pad_token_id=pad, **kwargs)
-    return [_trim(row, eos_token_id) for row in out[:, len(prompt):].tolist()]
+    return [_trim(row, stop_ids(eos_token_id)) for row in out[:, len(prompt):].tolist()]
 
 
-def _trim(row: list[int], eos: int | None) -> list[int]:
-    """The ids before the first EOS (the rest is generate's padding)."""
-    return row[:row.index(eos)] if eos is not None and eos in row else row
+def _trim(row: list[int], stops: tuple[int, ...]) -> Generated:
+    """The ids before the first stop id (the rest is generate's padding); not finished without one."""
+    end = next((i for i, t in enumerate(row) if t in stops), None)
+    return Generated(row, "max_tokens") if end is None else Generated(row[:end], "stop", row[end])
 
 
 def tiny_model(vocab_size: int, bos_token_id: int, eos_token_id: int, seed: int = 0):

@@ -4,17 +4,26 @@ Koo et al. 2024 Sec. 5.3).
 :class:`Matcher` wraps a :class:`tokfst_cli.constraint.Decoder` (any artifact kind) for a
 language model's generation loop:
 
-    mask()           bool array over token ids (EOS added where the sequence may end)
+    mask()           bool array over token ids (the stop ids added where the sequence may end)
     bitmask()        the same, packed as int32 words: bit ``t % 32`` of word ``t // 32`` is
                      token t (the layout xgrammar and llguidance fill for their logits kernels)
-    consume(token)   advance; EOS ends the sequence (only where it may end)
-    rollback(k)      undo the last k consumed tokens (speculative decoding)
+    fill_next_token_bitmask(bitmask, index)
+                     the same into row ``index`` of a caller's batch buffer (numpy or torch
+                     int32, :func:`allocate_token_bitmask`), as xgrammar's matcher does
+    consume(token)   advance; a stop id ends the sequence (only where it may end)
+    accept_token(t), accept_tokens(ts)
+                     the same, returning False (and changing nothing) where not allowed
+    validate_tokens(ts)
+                     how many of a draft's tokens would be accepted, state unchanged
+    rollback(k)      undo the last k consumed tokens (speculative decoding); reset()
     forced()         the tokens that are the only choice from here (coalescence, jump-forward)
-    is_terminated()  EOS consumed
+    is_terminated()  a stop id consumed
 
 :func:`pack` and :func:`forced` are the same operations on a bare decoder and state;
 :func:`generate` is a numpy-only decoding loop over any next-token logits function (Koo et al. 2024
-Sec. 2.4).
+Sec. 2.4), returning :class:`Generated` (the ids, and whether it finished or was truncated);
+:func:`allocate_token_bitmask`, :meth:`Matcher.fill_next_token_bitmask` and
+:func:`apply_token_bitmask_inplace` are the batch-buffer shapes of vLLM, SGLang and xgrammar.
 """
 
 from __future__ import annotations
@@ -75,12 +84,19 @@ class Steps:
 class Matcher:
     """A constraint's state with history, for one generated sequence.
 
-    ``eos`` (the tokenizer's end-of-sequence id, optional) is offered exactly at final states
-    and ends the sequence; ``vocab_size`` defaults to the decoder's mask length."""
+    ``eos``: the stop ids (one id or several, as ``generation_config.eos_token_id`` gives them
+    for Llama-3 or Qwen chat models; optional), each offered exactly at final states and ending
+    the sequence. ``eos`` (the attribute) is the first of them."""
 
-    def __init__(self, decoder, eos: int | None = None):
-        self.decoder, self.eos = decoder, eos
-        self.states = [decoder.initial()]
+    def __init__(self, decoder, eos: int | list[int] | tuple[int, ...] | None = None):
+        self.decoder = decoder
+        self.stop_ids = stop_ids(eos)
+        self.eos = self.stop_ids[0] if self.stop_ids else None
+        self.reset()
+
+    def reset(self) -> None:
+        """Back to the start, history cleared."""
+        self.states = [self.decoder.initial()]
         self.tokens: list[int] = []
         self.terminated = False
 
@@ -93,22 +109,34 @@ class Matcher:
             m = np.zeros(len(self.decoder.mask(self.state)), bool)
         else:
             m = self.decoder.mask(self.state).copy()
-        if self.eos is not None and not self.terminated and self.decoder.is_final(self.state):
-            m[self.eos] = True
+        if self.stop_ids and not self.terminated and self.decoder.is_final(self.state):
+            m[[t for t in self.stop_ids if t < len(m)]] = True
         return m
 
     def bitmask(self) -> np.ndarray:
-        """``mask()`` as packed int32 words (the decoder's own words where no EOS bit is added)."""
+        """``mask()`` as packed int32 words (the decoder's own words where no stop bit is added)."""
         if not self.terminated and hasattr(self.decoder, "bitmask") and (
-                self.eos is None or not self.decoder.is_final(self.state)):
+                not self.stop_ids or not self.decoder.is_final(self.state)):
             return self.decoder.bitmask(self.state)
-        return pack(self.mask())
+        words = pack(self.mask())
+        beyond = [t for t in self.stop_ids if t >= 32 * len(words)] if not self.terminated and self.is_final() else []
+        if beyond:  # a stop id past the decoder's vocabulary (a model's padded rows)
+            words = np.concatenate([words, np.zeros(max(beyond) // 32 + 1 - len(words), "<i4")])
+            bits = words.view(np.uint32)
+            for t in beyond:
+                bits[t // 32] |= np.uint32(1 << (t % 32))
+        return words
+
+    def fill_next_token_bitmask(self, bitmask, index: int = 0) -> None:
+        """Write :meth:`bitmask` into row ``index`` of ``bitmask`` (a numpy or torch int32 array of
+        shape (batch, words), :func:`allocate_token_bitmask`); words past the mask are zeroed."""
+        fill_row(bitmask, index, self.bitmask())
 
     def consume(self, token: int) -> None:
         """Take one token; DisallowedTokenError (nothing changes) if it is not allowed."""
         if self.terminated:
             raise DisallowedTokenError(token, "terminated")
-        if self.eos is not None and token == self.eos:
+        if token in self.stop_ids:
             if not self.decoder.is_final(self.state):
                 raise DisallowedTokenError(token, self.state)
             self.tokens.append(token)
@@ -124,10 +152,39 @@ class Matcher:
         if not 0 <= k <= len(self.tokens):
             raise UsageError(f"cannot roll back {k} of {len(self.tokens)} tokens")
         for _ in range(k):
-            if self.terminated and self.tokens[-1] == self.eos:
+            if self.terminated and self.tokens[-1] in self.stop_ids:
                 self.terminated = False
             self.tokens.pop()
             self.states.pop()
+
+    def accept_token(self, token: int) -> bool:
+        """:meth:`consume`, returning False (state unchanged) where the token is not allowed."""
+        try:
+            self.consume(token)
+        except DisallowedTokenError:
+            return False
+        return True
+
+    def accept_tokens(self, tokens: list[int]) -> bool:
+        """All of ``tokens`` in order, or none of them (False, state unchanged)."""
+        done = 0
+        for t in tokens:
+            if not self.accept_token(t):
+                self.rollback(done)
+                return False
+            done += 1
+        return True
+
+    def validate_tokens(self, tokens: list[int]) -> int:
+        """How many leading tokens of a draft (speculative decoding) would be accepted; the state
+        is left as it was."""
+        done = 0
+        for t in tokens:
+            if not self.accept_token(t):
+                break
+            done += 1
+        self.rollback(done)
+        return done
 
     def forced(self) -> list[int]:
         """The tokens that are the only choice from the current state (not consumed)."""
@@ -142,19 +199,85 @@ class Matcher:
 
 
 
+def stop_ids(eos) -> tuple[int, ...]:
+    """The stop ids of an ``eos`` argument: None, one id, or a list of them (each an int >= 0)."""
+    ids = () if eos is None else (eos,) if isinstance(eos, (int, np.integer)) else tuple(eos)
+    if not all(isinstance(t, (int, np.integer)) and not isinstance(t, bool) and t >= 0 for t in ids):
+        raise UsageError(f"stop ids must be token ids (integers >= 0), not {eos!r}")
+    return tuple(int(t) for t in ids)
+
+
+def allocate_token_bitmask(batch: int, vocab_size: int, torch: bool = False):
+    """A zeroed int32 buffer of ``batch`` rows of packed masks over ``vocab_size`` ids (numpy, or a
+    torch CPU tensor with ``torch=True``), for :meth:`Matcher.fill_next_token_bitmask`."""
+    shape = (batch, (vocab_size + 31) // 32)
+    if torch:
+        import torch as _torch  # deferred: an optional dependency (tokfst[hf])
+
+        return _torch.zeros(shape, dtype=_torch.int32)
+    return np.zeros(shape, np.int32)
+
+
+def fill_row(bitmask, index: int, words: np.ndarray) -> None:
+    """Row ``index`` of a numpy or torch int32 buffer set to ``words`` (zero past them)."""
+    if getattr(bitmask, "dtype", None) is None or str(bitmask.dtype) not in ("int32", "torch.int32"):
+        raise UsageError("the bitmask buffer must be an int32 numpy array or torch tensor (allocate_token_bitmask)")
+    width = bitmask.shape[-1]
+    if len(words) > width and np.any(words[width:]):
+        raise UsageError(f"the bitmask buffer has {width} words a row; the mask needs {len(words)}")
+    row = np.zeros(width, np.int32)
+    n = min(width, len(words))
+    row[:n] = words[:n]
+    if isinstance(bitmask, np.ndarray):
+        bitmask[index] = row
+    else:
+        import torch  # deferred: an optional dependency (tokfst[hf])
+
+        bitmask[index].copy_(torch.from_numpy(row))
+
+
+def apply_token_bitmask_inplace(logits, bitmask) -> None:
+    """Set to -inf the logits (torch, shape (batch, vocab) or (vocab,)) of the ids whose bit is
+    clear in ``bitmask`` (int32, shape (batch, words) or (words,)); ids past the bitmask too."""
+    import torch  # deferred: an optional dependency (tokfst[hf])
+
+    words = bitmask if bitmask.dim() == logits.dim() else bitmask.unsqueeze(0)
+    rows = logits if logits.dim() == 2 else logits.unsqueeze(0)
+    vocab = rows.shape[-1]
+    shifts = torch.arange(32, dtype=torch.int32, device=words.device)
+    bits = ((words.unsqueeze(-1) >> shifts) & 1).flatten(-2).bool()
+    allowed = torch.zeros(rows.shape, dtype=torch.bool, device=rows.device)
+    n = min(vocab, bits.shape[-1])
+    allowed[..., :n] = bits[..., :n].to(rows.device)
+    rows.masked_fill_(~allowed, float("-inf"))
+
+
+class Generated(list):
+    """The ids :func:`generate` produced (a list, as before), with how it ended: ``finished``
+    (a stop id was drawn, or a final state allowed nothing else) or not (``max_tokens`` reached:
+    truncated, never silent), ``reason`` ("stop", "final" or "max_tokens") and ``stop`` (the stop
+    id drawn, not in the list)."""
+
+    def __init__(self, ids: list[int], reason: str, stop: int | None = None):
+        super().__init__(ids)
+        self.reason, self.stop = reason, stop
+        self.finished = reason != "max_tokens"
+
+
 def generate(logits: Callable[[list[int]], np.ndarray], matcher: Matcher, max_tokens: int = 256,
-             rng: np.random.Generator | None = None, temperature: float = 1.0) -> list[int]:
+             rng: np.random.Generator | None = None, temperature: float = 1.0) -> Generated:
     """A numpy-only constrained decoding loop: per step the model's ``logits(tokens so far)``,
-    -inf outside the matcher's mask, a softmax draw (greedy at temperature 0); stops after EOS
-    (not returned), at a final state with nothing else allowed, or after ``max_tokens``."""
+    -inf outside the matcher's mask, a softmax draw (greedy at temperature 0); stops after a stop
+    id (not returned), at a final state with nothing else allowed, or after ``max_tokens``
+    (``Generated.finished`` False: truncated)."""
     rng = rng or np.random.default_rng()
     for _ in range(max_tokens):
         mask = matcher.mask()
         if not mask.any():
             if matcher.is_final():
-                break
+                return Generated(matcher.tokens, "final")
             raise DeadEnd(f"no token is allowed after {matcher.tokens}")
-        scores = np.where(mask, np.asarray(logits(matcher.tokens), np.float64), -np.inf)
+        scores = np.where(mask, np.asarray(logits(matcher.tokens), np.float64)[:len(mask)], -np.inf)
         if temperature == 0:
             token = int(np.argmax(scores))
         else:
@@ -163,5 +286,5 @@ def generate(logits: Callable[[list[int]], np.ndarray], matcher: Matcher, max_to
             token = int(rng.choice(len(p), p=p / p.sum()))
         matcher.consume(token)
         if matcher.is_terminated():
-            return matcher.tokens[:-1]
-    return list(matcher.tokens)
+            return Generated(matcher.tokens[:-1], "stop", token)
+    return Generated(matcher.tokens, "final" if matcher.is_final() and not matcher.mask().any() else "max_tokens")

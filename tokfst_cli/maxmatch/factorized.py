@@ -19,7 +19,7 @@ from tokfst_cli.decoding.healing import resume, stored_version
 from tokfst_cli.errors import InputError
 from tokfst_cli.maxmatch.product import Canonical
 from tokfst_cli.support.files import pack, read_artifact, unpack
-from tokfst_cli.tokenizer.model import TokenizerModel
+from tokfst_cli.tokenizer.model import TokenizerModel, foreign
 
 MAGIC = b"TOKFSTWPF\0"
 FORMAT = "tokfst-factorized-maxmatch"
@@ -42,7 +42,7 @@ def from_bytes(data: bytes, model: TokenizerModel, source: str = "artifact") -> 
     header, body = unpack(data, MAGIC, FORMAT, stored_version(data, MAGIC, (VERSION, HEALED)), source, "rebuild it",
                           hint="rebuild-factorized")
     if model.fingerprint != header.get("fingerprint"):
-        raise InputError(f"{source} was built for another tokenizer", "rebuild it for this tokenizer")
+        raise foreign(source, header.get("fingerprint"), model)
 
     def damaged(why: str) -> InputError:
         return InputError(f"{source} is damaged ({why})", "rebuild it", hint="rebuild-factorized")

@@ -54,6 +54,33 @@ def _containing(texts: list[str]) -> pynini.Fst:
     return pynini.concat(pynini.concat(sigma, words), sigma.copy())
 
 
+def specials(model: TokenizerModel) -> list[str]:
+    """The contents of the special added tokens HF cuts out of the raw text as they are (``special``,
+    not ``normalized``): control tokens (``<|endoftext|>``, ``<s>``, ``[CLS]``) a decoder must
+    not spell as text."""
+    return [a["content"] for a in model.added_tokens if a.get("special") and not a.get("normalized")
+            and isinstance(a.get("content"), str) and a["content"]]
+
+
+def without_specials(model: TokenizerModel, a: pynini.Fst) -> tuple[pynini.Fst, list[str]]:
+    """L(a) without the texts that contain a special token's content, and the contents whose texts
+    were there (left out: HF's encode would cut them out as control tokens)."""
+    texts = specials(model)
+    if not texts:
+        return a, []
+    found = [t for t in texts if _contains(a, [t])]
+    if not found:
+        return a, []
+    banned = pynini.determinize(_containing(found).rmepsilon()).minimize()
+    out = pynini.difference(a.copy().arcsort("olabel"), banned.arcsort("ilabel")).connect()
+    return out.rmepsilon(), found
+
+
+def _contains(a: pynini.Fst, texts: list[str]) -> bool:
+    hits = pynini.intersect(a.copy().arcsort("olabel"), _containing(texts).arcsort("ilabel"))
+    return hits.connect().num_states() > 0
+
+
 def check(model: TokenizerModel, a: pynini.Fst, normalizer: pynini.Fst | None = None, model_level: bool = True) -> None:
     """AddedTokenInLanguage when some string of L(a) (raw, or normalized by ``normalizer`` for
     ``normalized: true`` tokens) contains an added token's content."""

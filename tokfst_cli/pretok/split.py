@@ -10,8 +10,10 @@ bytes -> HF's pieces with ``symbols.MARKER`` between them (:func:`split_transduc
 
 from __future__ import annotations
 
+import numpy as np
 import pynini
 
+from tokfst_cli.automata.arrays import fst_arrays, fst_from_arrays
 from tokfst_cli.automata.fsts import linear, text_acceptor
 from tokfst_cli.automata.symbols import MARKER, marked_pieces
 from tokfst_cli.errors import InputError, InternalError, UsageError
@@ -101,6 +103,22 @@ def split_transducer(pattern: str, behavior: str = "isolated", invert: bool = Fa
 
 def _label(lab: int) -> pynini.Fst:
     return linear([lab])
+
+
+def pieces(p: pynini.Fst, text: str) -> list[str]:
+    """:func:`apply` for a P known to be functional (built by :mod:`.build`), in bulk: the text's
+    acceptor from arrays, one composition, one path of it (all its paths write the same pieces),
+    its output labels read as arrays. UsageError when the text is outside P's domain."""
+    data = np.frombuffer(text.encode("utf-8"), np.uint8).astype(np.int64) + 1
+    n = len(data)
+    states = np.arange(n, dtype=np.int64)
+    acc = fst_from_arrays(n + 1, 0, np.arange(n + 1) == n, states, data, data, states + 1)
+    out = pynini.compose(acc, p, connect=True)
+    if out.num_states() == 0:
+        raise UsageError(f"P has no output for {text[:40]!r}: the text is outside its domain")
+    path = pynini.shortestpath(out).topsort()
+    labels = fst_arrays(path).olabel
+    return marked_pieces(labels[labels != 0].tolist())
 
 
 def apply(p: pynini.Fst, text: str) -> list[str]:

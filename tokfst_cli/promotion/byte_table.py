@@ -26,6 +26,7 @@ from tokfst_cli.promotion.trie import MAX_CELLS
 from tokfst_cli.support.files import pack, unpack
 from tokfst_cli.text.regex import ByteAutomaton, determinize_bounded
 from tokfst_cli.text.terminals import placeholder_kinds
+from tokfst_cli.tokenizer.model import foreign
 
 MAGIC = b"TOKFSTLAZY"
 FORMAT = "tokfst-lazy"
@@ -158,7 +159,7 @@ def from_bytes(data: bytes, source: str = "artifact", fingerprint: str | None = 
     if any(type(v) is not int or v < 0 for v in fields.values()) or not isinstance(header.get("fingerprint"), str):
         raise damaged("header fields")
     if fingerprint is not None and fingerprint != header["fingerprint"]:
-        raise InputError(f"{source} was built for another tokenizer", "rebuild it for this tokenizer")
+        raise foreign(source, header["fingerprint"], fingerprint)
     n, k = fields["states"], fields["classes"]
     cells = (n + 1) * k
     size = 4 * cells + 4 * LABELS + n  # what the header promises; no more is inflated

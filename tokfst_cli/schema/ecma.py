@@ -28,6 +28,7 @@ import numpy as np
 
 from tokfst_cli.automata import utf8
 from tokfst_cli.errors import InputError
+from tokfst_cli.text import anchors
 
 Ranges = list[tuple[int, int]]
 
@@ -320,40 +321,13 @@ class _Scanner:
         return False
 
 
-def _scan(p: str):
-    """(index, character, group depth before it) of the characters outside classes and escapes."""
-    depth, in_class, j = 0, False, 0
-    while j < len(p):
-        c = p[j]
-        if c == "\\":
-            j += 2
-            continue
-        if in_class:
-            in_class = c != "]"
-        elif c == "[":
-            in_class = True
-        else:
-            yield j, c, depth
-            depth += (c == "(") - (c == ")")
-        j += 1
-
-
-def _unwrapped(p: str) -> str:
-    """``(^x$)`` as ``^x$``: a group around the whole pattern, with one alternative, is dropped."""
-    while p.startswith("(") and not p.startswith(("(?=", "(?!", "(?<=", "(?<!")):
-        closing = next((j for j, c, depth in _scan(p) if c == ")" and depth == 1), -1)
-        if closing != len(p) - 1 or any(c == "|" and depth == 1 for _, c, depth in _scan(p)):
-            break
-        p = p[3:-1] if p.startswith("(?:") else p[p.index(">") + 1:-1] if p.startswith("(?<") else p[1:-1]
-    return p
-
-
 @lru_cache(maxsize=4096)
 def search_regex(pattern: str) -> str:
     """A Python regex whose full match is the ECMA-262 search of ``pattern`` (see the module docstring)."""
     parts = []
-    for anchored_start, body, anchored_end in _Scanner(_unwrapped(pattern)).alternatives():
-        parts.append(("" if anchored_start else ANY + "*") + f"(?:{body})" + ("" if anchored_end else ANY + "*"))
+    for alt in anchors.flat(pattern, named=True):  # (^a)|(^b): groups that are whole alternatives opened
+        for anchored_start, body, anchored_end in _Scanner(alt).alternatives():
+            parts.append(("" if anchored_start else ANY + "*") + f"(?:{body})" + ("" if anchored_end else ANY + "*"))
     return "|".join(parts) if len(parts) > 1 else parts[0]
 
 

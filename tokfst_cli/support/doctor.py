@@ -20,8 +20,13 @@ from importlib import metadata
 from tokfst_cli.support import cache
 from tokfst_cli.support.meta import __version__
 
-PACKAGES = ("pynini", "tokenizers", "numpy", "interegular", "graphviz", "typer", "rich")
+PACKAGES = ("pynini", "tokenizers", "numpy", "numba", "interegular", "lark", "regex", "graphviz", "typer", "rich")
 OPTIONAL = {"graphviz"}  # the Python package; only `tokfst draw` needs it
+# optional packages: who needs them (reported with their versions, never as missing)
+EXTRAS = {"torch": "tokfst[hf]: the logits processor", "transformers": "tokfst[hf]: the logits processor",
+          "xgrammar": "tokfst bench (a peer)", "llguidance": "tokfst bench (a peer)",
+          "outlines-core": "tokfst bench (a peer)", "tiktoken": "tokfst bench encode (a peer)",
+          "pydantic": "schemas from Pydantic models"}
 FIXES = {
     "fstinfo": "apt-get install libfst-tools (OpenFst's fstinfo, fstprint, fstdraw)",
     "dot": "apt-get install graphviz (needed by tokfst draw for svg, pdf, png)",
@@ -99,6 +104,7 @@ def report() -> dict:
         "executable": sys.executable,
         "platform": platform.platform(),
         "packages": packages,
+        "optional": {name: {"version": package_version(name), "for": why} for name, why in EXTRAS.items()},
         "pynini_openfst": pynini_openfst(),
         "tools": tools,
         "cache": summary,

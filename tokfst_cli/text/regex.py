@@ -30,7 +30,7 @@ from tokfst_cli.automata.fsts import ranges_acceptor, text_acceptor
 from tokfst_cli.automata.symbols import byte_table
 from tokfst_cli.errors import EmptyLanguageError, InputError, LimitError, UsageError
 from tokfst_cli.support.progress import report
-from tokfst_cli.text import groups
+from tokfst_cli.text import anchors, groups
 from tokfst_cli.text.terminals import KIND_NAMES, PLACEHOLDER_BASE, TOKEN_GROUPS
 
 Ranges = list[tuple[int, int]]
@@ -608,7 +608,7 @@ def compile_regex(pattern: str, max_states: int = 1_000_000, chain_check=None) -
     copies may follow), each copy alike, so sizes extrapolate exactly. (x{m,}'s last two
     copies merge when minimized, and states of a cyclic x may: only a finite x is checked.)
     """
-    rewritten, special = groups.rewrite(pattern)
+    rewritten, special = groups.rewrite(anchors.whole_match(pattern))  # matching is whole: edge anchors mean nothing
     tree = parse(rewritten)
     _refuse_lookaround(pattern, tree)
     flagged = _needs_interegular(tree)

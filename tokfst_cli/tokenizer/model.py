@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tokfst_cli.errors import InputError
+from tokfst_cli.support.cache import cache_dir
 
 BUNDLED = ("gpt2",)
 _BYTE_TOKEN = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
@@ -117,21 +118,92 @@ def merge_result(left: str, right: str, prefix: str) -> str:
 
 
 def resolve_path(name_or_path: str) -> Path:
-    """A path, or the name of a tokenizer bundled with the package (``gpt2``)."""
+    """The tokenizer.json of a path, a directory holding one, a bundled name (``gpt2``), or a
+    Hugging Face hub name (``org/name``) already in the local Hugging Face cache (never downloaded)."""
     p = Path(name_or_path)
+    if p.is_dir():
+        if (p / "tokenizer.json").is_file():
+            return p / "tokenizer.json"
+        raise InputError(f"directory {name_or_path} holds no tokenizer.json",
+                         "give the tokenizer.json itself, or a model directory that has one")
     if p.exists():
         return p
     if name_or_path in BUNDLED:
         return Path(str(resources.files("tokfst_cli") / "data" / f"{name_or_path}.json"))
+    cached = hub_cached(name_or_path)
+    if cached is not None:
+        return cached
+    if re.fullmatch(r"[\w.-]+/[\w.-]+", name_or_path):
+        raise InputError(f"tokenizer {name_or_path} is neither a file nor in the local Hugging Face cache "
+                         f"({hub_cache()}); tokfst never downloads",
+                         f"fetch it with 'huggingface-cli download {name_or_path} tokenizer.json', or give a path")
     raise InputError(
         f"tokenizer file not found: {name_or_path}",
-        f"give a path to a tokenizer.json or a bundled name ({', '.join(BUNDLED)})",
+        f"give a path to a tokenizer.json, a model directory, a cached hub name or a bundled name "
+        f"({', '.join(BUNDLED)})",
     )
 
 
-def load(name_or_path: str) -> TokenizerModel:
-    """Read a Hugging Face tokenizer.json (a path, or a bundled name)."""
-    path = resolve_path(name_or_path)
+def hub_cache() -> Path:
+    """Hugging Face's hub cache: HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache/huggingface/hub."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"])
+    home = os.environ.get("HF_HOME") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "huggingface")
+    return Path(home) / "hub"
+
+
+def hub_cached(name: str) -> Path | None:
+    """The tokenizer.json of hub repository ``name`` in the local cache (the snapshot ``refs/main``
+    names, else the newest), or None."""
+    if not re.fullmatch(r"[\w.-]+/[\w.-]+", name):
+        return None
+    repo = hub_cache() / ("models--" + name.replace("/", "--"))
+    main = repo / "refs" / "main"
+    with contextlib.suppress(OSError):
+        found = repo / "snapshots" / main.read_text().strip() / "tokenizer.json"
+        if found.is_file():
+            return found
+    snapshots = sorted(repo.glob("snapshots/*/tokenizer.json"), key=lambda f: f.stat().st_mtime)
+    return snapshots[-1] if snapshots else None
+
+
+def load(tokenizer: Any) -> TokenizerModel:
+    """A tokenizer from anywhere: a :class:`TokenizerModel` (itself), a tokenizer.json path, a
+    directory holding one, a bundled name, a hub name in the local Hugging Face cache
+    (:func:`resolve_path`), a ``tokenizers.Tokenizer``, or a transformers fast tokenizer. An
+    object's JSON is kept in tokfst's cache (by content) so that it has a file like the others."""
+    if isinstance(tokenizer, TokenizerModel):
+        return tokenizer
+    if isinstance(tokenizer, (str, os.PathLike)):
+        return _load_file(resolve_path(os.fspath(tokenizer)))
+    backend = getattr(tokenizer, "backend_tokenizer", None)  # a transformers fast tokenizer
+    obj = backend if backend is not None else tokenizer
+    if type(obj).__module__.split(".")[0] == "tokenizers" and callable(getattr(obj, "to_str", None)):
+        text = obj.to_str()
+        return from_json(json.loads(text), source=str(_kept(text)))
+    if getattr(tokenizer, "is_fast", None) is False:
+        raise InputError(f"a slow transformers tokenizer ({type(tokenizer).__name__}) has no tokenizer.json",
+                         "load it with use_fast=True, or give a tokenizer.json")
+    raise InputError(f"cannot use a {type(tokenizer).__name__} as a tokenizer",
+                     "give a tokenizer.json path, a model directory, a cached hub name, a bundled name, a "
+                     "tokenizers.Tokenizer or a transformers fast tokenizer")
+
+
+def _kept(text: str) -> Path:
+    """``text`` (a tokenizer's JSON) as a file in tokfst's cache, named by its digest."""
+    root = cache_dir() / "tokenizers"
+    path = root / f"{hashlib.sha256(text.encode('utf-8')).hexdigest()[:32]}.json"
+    if not path.is_file():
+        root.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=root, prefix=".tokenizer-", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    return path
+
+
+def _load_file(path: Path) -> TokenizerModel:
     try:
         raw = path.read_bytes()
     except OSError as e:
@@ -142,6 +214,14 @@ def load(name_or_path: str) -> TokenizerModel:
         why = "nested too deeply" if isinstance(e, RecursionError) else str(e)
         raise InputError(f"cannot read tokenizer {path}: not JSON ({why})", "give a valid tokenizer.json") from None
     return from_json(data, source=str(path))
+
+
+def foreign(source: str, built: str | None, model: "TokenizerModel | str") -> InputError:
+    """The error of an artifact built for another tokenizer: both named (fingerprints shortened)."""
+    fp, name = (model.fingerprint, model.source) if isinstance(model, TokenizerModel) else (model, "this tokenizer")
+    was = f"fingerprint {built[:12]}" if built else "an unknown fingerprint"
+    return InputError(f"{source} was built for another tokenizer ({was}), not for {name} (fingerprint {fp[:12]})",
+                      "load it with the tokenizer it was built for, or rebuild it for this one", hint="fingerprint")
 
 
 def fingerprint_of(data: dict) -> str:
