@@ -289,6 +289,18 @@ def test_guard_passes_the_exit_code_and_the_stage():
     assert (out.code, out.reason, out.stage, out.size) == (7, None, "B: building", 12)
 
 
+def stops_with_one_line(work, signum: int, line: str, ignored: bool, capfd) -> None:
+    """``work`` in a guarded child ends with 128 + signum and ``line`` on stderr; the handler of
+    ``signum`` (set to the default by the caller where it was ignored) restored."""
+    try:
+        out = guard.run(work)
+    finally:
+        if ignored:
+            signal.signal(signum, signal.SIG_IGN)
+    assert (out.code, out.reason) == (128 + signum, None)
+    assert capfd.readouterr().err.splitlines() == [line]
+
+
 @pytest.mark.parametrize("signum,line", [(signal.SIGTERM, "tokfst: terminated"),
                                          (signal.SIGINT, "tokfst: interrupted")])
 def test_a_signal_outside_the_commands_handling_still_says_one_line(capfd, signum, line):
@@ -305,13 +317,7 @@ def test_a_signal_outside_the_commands_handling_still_says_one_line(capfd, signu
         time.sleep(5)
         return 0
 
-    try:
-        out = guard.run(work)
-    finally:
-        if ignored:
-            signal.signal(signum, signal.SIG_IGN)
-    assert (out.code, out.reason) == (128 + signum, None)
-    assert capfd.readouterr().err.splitlines() == [line]
+    stops_with_one_line(work, signum, line, ignored, capfd)
 
 
 CALLBACK = """
@@ -352,13 +358,7 @@ def test_a_signal_inside_a_callback_python_cannot_raise_from_still_stops(capfd, 
         time.sleep(5)
         return 0
 
-    try:
-        out = guard.run(work)
-    finally:
-        if ignored:
-            signal.signal(signum, signal.SIG_IGN)
-    assert (out.code, out.reason) == (128 + signum, None)
-    assert capfd.readouterr().err.splitlines() == [line]
+    stops_with_one_line(work, signum, line, ignored, capfd)
 
 
 def test_guard_time_limit_kills_and_removes_temporary_files(tmp_path):
