@@ -65,7 +65,8 @@ def corpora(mb: float, corpus: str | None) -> dict[str, str]:
 
 
 def tiktoken_encoding(model: TokenizerModel, data: dict):
-    """(a tiktoken Encoding of a byte-level BPE with GPT-2's regex, its rank -> HF id), or (None, reason)."""
+    """(a tiktoken Encoding of a byte-level BPE with GPT-2's regex, its rank -> HF id), or (None, reason);
+    ``data``: the tokenizer's normalizer and pre_tokenizer specs."""
     try:
         import tiktoken  # deferred: an optional peer
     except ImportError:
@@ -120,8 +121,7 @@ def encode_tables(tokenizers: list[tuple[str, str, bool]], repeat: int, corpus: 
         progress(f"encode: {name}: build")
         (cold, _), (warm, rss) = _builds(model.source)
         enc = _ready(model)
-        data = json.loads(open(model.source, encoding="utf-8").read())
-        tik, why = tiktoken_encoding(model, data)
+        tik, why = tiktoken_encoding(model, {"normalizer": model.normalizer, "pre_tokenizer": model.pre_tokenizer})
         for cname, text in texts.items():
             progress(f"encode: {name}: {cname}")
             size = len(text.encode())

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Optional
 
 import typer
 
 from tokfst_cli.automata.symbols import escape
-from tokfst_cli.cli.common import Level, Out, Tokenizer
+from tokfst_cli.cli.common import Level, Out, Tokenizer, read_binary
 from tokfst_cli.cli.output import OUT
 from tokfst_cli.errors import InputError, UsageError
 from tokfst_cli.tokenizer import model as tokmod
@@ -40,7 +39,7 @@ def encode_cmd(
             raise UsageError("--stream reads stdin and writes stdout, without --json or --count",
                              "drop IN, OUT, --json and --count, or drop --stream")
         return _stream(encoder, tokens)
-    data = _read(src)
+    data = read_binary(src or "-", "give a readable UTF-8 file")
     with OUT.progress("encoding"):
         ids = encoder.encode(_decode(data))
     names = [escape(encoder.model.tokens[i]) for i in ids] if tokens else None
@@ -52,16 +51,6 @@ def encode_cmd(
         OUT.data(out, (" ".join(names if tokens else map(str, ids)) + "\n").encode("utf-8"))
 
 
-def _read(src: str | None) -> bytes:
-    try:
-        if src in (None, "-"):
-            return sys.stdin.buffer.read()
-        with open(src, "rb") as f:
-            return f.read()
-    except OSError as e:
-        raise InputError(f"cannot read {src}: {e.strerror or e}", "give a readable file") from None
-
-
 def _decode(data: bytes) -> str:
     try:
         return data.decode("utf-8")
@@ -71,22 +60,14 @@ def _decode(data: bytes) -> str:
 
 
 def _stream(encoder, tokens: bool) -> None:
-    """--stream: each read of stdin fed to the stream, the final ids printed and flushed."""
-    s = encoder.stream()
-    fd = sys.stdin.buffer.fileno() if hasattr(sys.stdin, "buffer") and _has_fd() else None
+    """--stream: each read of stdin (what the pipe holds, up to CHUNK) fed to the stream, the final
+    ids printed and flushed."""
+    s, stdin = encoder.stream(), sys.stdin.buffer
     while True:
-        chunk = os.read(fd, CHUNK) if fd is not None else sys.stdin.buffer.read1(CHUNK)
+        chunk = stdin.read1(CHUNK)
         ids = s.feed(chunk) if chunk else s.finish()
         if ids:
             OUT.text(" ".join(escape(encoder.model.tokens[i]) for i in ids) if tokens else " ".join(map(str, ids)))
             OUT.flush()
         if not chunk:
             return
-
-
-def _has_fd() -> bool:
-    try:
-        sys.stdin.buffer.fileno()
-    except (OSError, AttributeError, ValueError):
-        return False
-    return True

@@ -23,8 +23,10 @@ from typing import Any
 
 from tokfst_cli.errors import InputError
 from tokfst_cli.support.cache import cache_dir
+from tokfst_cli.support.files import atomic_write
 
 BUNDLED = ("gpt2",)
+HUB_NAME = re.compile(r"[\w.-]+/[\w.-]+")  # a Hugging Face hub repository: org/name
 _BYTE_TOKEN = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 SPACE_MARK = "\u2581"  # "▁", SentencePiece's space
 
@@ -133,7 +135,7 @@ def resolve_path(name_or_path: str) -> Path:
     cached = hub_cached(name_or_path)
     if cached is not None:
         return cached
-    if re.fullmatch(r"[\w.-]+/[\w.-]+", name_or_path):
+    if HUB_NAME.fullmatch(name_or_path):
         raise InputError(f"tokenizer {name_or_path} is neither a file nor in the local Hugging Face cache "
                          f"({hub_cache()}); tokfst never downloads",
                          f"fetch it with 'huggingface-cli download {name_or_path} tokenizer.json', or give a path")
@@ -156,7 +158,7 @@ def hub_cache() -> Path:
 def hub_cached(name: str) -> Path | None:
     """The tokenizer.json of hub repository ``name`` in the local cache (the snapshot ``refs/main``
     names, else the newest), or None."""
-    if not re.fullmatch(r"[\w.-]+/[\w.-]+", name):
+    if not HUB_NAME.fullmatch(name):
         return None
     repo = hub_cache() / ("models--" + name.replace("/", "--"))
     main = repo / "refs" / "main"
@@ -192,14 +194,10 @@ def load(tokenizer: Any) -> TokenizerModel:
 
 def _kept(text: str) -> Path:
     """``text`` (a tokenizer's JSON) as a file in tokfst's cache, named by its digest."""
-    root = cache_dir() / "tokenizers"
-    path = root / f"{hashlib.sha256(text.encode('utf-8')).hexdigest()[:32]}.json"
+    path = cache_dir() / "tokenizers" / f"{hashlib.sha256(text.encode('utf-8')).hexdigest()[:32]}.json"
     if not path.is_file():
-        root.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=root, prefix=".tokenizer-", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
     return path
 
 
