@@ -21,12 +21,13 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install -q -e '.[test]'
 	touch $@
 
-# The tests' environment in one pip run: the test extra and tokfst[hf] (torch's CPU wheel and
-# transformers, for the logits processor's tests); one resolution and one editable build, not two.
+# The tests' environment in one pip run: the test extra, tokfst[hf] (torch's CPU wheel and
+# transformers, for the logits processor's tests) and tokfst[ray,dask] (compile-batch's cluster
+# executors, tested on a local Ray and a Dask LocalCluster); one resolution and one editable build.
 $(BIN)/.installed-hf: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test,hf]'
+	$(BIN)/pip install -q -e '.[test,hf,ray,dask]'
 	touch $(BIN)/.installed $@
 
 # The main job on the bundled GPT-2 tokenizer: promote a regex, write the .fst, its index
@@ -76,6 +77,8 @@ bench: setup
 	$(BIN)/tokfst bench logits --tokenizer tests/data/llama2.json --tokenizer gpt2 --json $(RESULTS)/decoding/logits.json -v
 	mkdir -p $(RESULTS)/encode
 	$(BIN)/tokfst bench encode --tokenizer gpt2 --tokenizer tests/data/llama2.json --json $(RESULTS)/encode/encode.json -v
+	mkdir -p $(RESULTS)/batch
+	$(BIN)/tokfst bench batch --tokenizer gpt2 --repeat 3 --json $(RESULTS)/batch/batch.json -v
 	$(BIN)/tokfst bench all --tokenizer tests/data/llama2.json --tokenizer gpt2 \
 	  --json $(RESULTS)/paper/all.json --csv artifacts/bench-all.csv --plot artifacts/bench-all.svg -v
 	$(MAKE) results

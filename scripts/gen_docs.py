@@ -422,10 +422,10 @@ DOC_BLOCKS = {
 # is its first path component under tokfst_cli/; top-level modules are their own layer.
 LAYERS = ["errors", "compat", "support", "tokenizer", "automata", "decoding", "text", "schema", "grammar", "pretok",
           "filters", "promotion", "bpe", "maxmatch", "encoder", "constraint", "pipeline", "sources", "analysis",
-          "bench", "cli", "__init__"]
+          "batch", "bench", "cli", "__init__"]
 LAYER_NOTES = {"text": "Stage A", "schema": "Stage A", "grammar": "Stage A", "pretok": "Stage P",
                "promotion": "Stage S", "bpe": "Stage C", "maxmatch": "Stage C", "encoder": "Stage C on text",
-               "filters": "filters"}
+               "filters": "filters", "batch": "many inputs"}
 
 
 def _docstring(path: Path) -> str:

@@ -47,6 +47,7 @@ LAYERS = [  # bottom first; a tuple is one rank
     ("pipeline",),
     ("sources",),
     ("analysis",),
+    ("batch",),
     ("bench",),
     ("cli",),
     ("__init__", "__main__"),

@@ -169,7 +169,7 @@ def test_concurrent_runs_share_one_cold_cache(tmp_path):
     for kind, suffix in (("promote", "fst"), ("compile-bpe", "bpe")):
         outputs = {(tmp_path / f"{kind[0]}{i}.{suffix}").read_bytes() for i in range(4)}
         assert len(outputs) == 1, kind
-    all_verify(root, {"lexicon", "bpe"})
+    all_verify(root, {"lexicon", "bpe", "tokenizer"})  # gpt2.json is kept read (large)
     assert cache.temporaries(root) == []
 
 
@@ -199,7 +199,8 @@ def test_kill_9_at_random_moments_leaves_no_bad_entry(tmp_path):
                                 {"env": make_env(tmp_path / "fresh-cache")})})
     assert later["again"].rc == 0 and later["fresh"].rc == 0, (later["again"].err, later["fresh"].err)
     assert (tmp_path / "again.fst").read_bytes() == (tmp_path / "fresh.fst").read_bytes()
-    all_verify(root, {"lexicon", "bpe", "model-lexicon", "pretok"})  # --canonical: T_M and P too
+    # --canonical: T_M, P and the A_BPE's classes too
+    all_verify(root, {"lexicon", "bpe", "model-lexicon", "pretok", "tokenizer", "bpe-classes"})
 
 
 def test_fst_bytes_are_sealed():

@@ -27,7 +27,7 @@ def walks(decoder, model, n: int, seed: int, steer: list[bytes]) -> list[list[in
     """Random walks that lean towards the bytes of the special tokens' texts (so that a walk that
     could spell one would)."""
     rng = np.random.default_rng(seed)
-    surface = dict(model.lexicon_items())
+    near_ids = np.array(sorted(t for t, s in model.lexicon_items() if s and any(s in x for x in steer)), dtype=np.int64)
     out = []
     for _ in range(n):
         state, ids = decoder.initial(), []
@@ -35,8 +35,8 @@ def walks(decoder, model, n: int, seed: int, steer: list[bytes]) -> list[list[in
             allowed = np.flatnonzero(decoder.mask(state))
             if not len(allowed) or (decoder.is_final(state) and rng.random() < 0.1):
                 break
-            near = [t for t in allowed if any(surface.get(int(t), b"\0") in s for s in steer)]
-            t = int(rng.choice(near if near and rng.random() < 0.7 else allowed))
+            near = allowed[np.isin(allowed, near_ids)]
+            t = int(rng.choice(near if len(near) and rng.random() < 0.7 else allowed))
             ids.append(t)
             state = decoder.advance(state, t)
         if decoder.is_final(state):

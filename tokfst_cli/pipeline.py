@@ -153,13 +153,20 @@ def preprocess(model: TokenizerModel, automaton: ByteAutomaton, canonical: bool 
 
         added.check_wordpiece(model, automaton.fst)
         return text_automaton(model, automaton.fst, limits.max_states)
-    if canonical and level == "pipeline":
+    if not canonical:
+        return automaton.fst
+    from tokfst_cli.pretok import unknown  # deferred: start-up: only this path needs it
+
+    if level == "pipeline":
         from tokfst_cli.pretok import added, build, image  # deferred: start-up: only this path needs it
 
         p = image.for_model(model, cache)
         added.check(model, automaton.fst, build.normalizer(model.normalizer) if added.contents(model, True) else None)
-        return image.language(automaton.fst, p, limits.max_states, image.domain(model))
-    return automaton.fst
+        text = image.language(automaton.fst, p, limits.max_states, image.domain(model))
+    else:
+        text = automaton.fst
+    unknown.check(model, text)
+    return text
 
 
 def promote(model: TokenizerModel, automaton: ByteAutomaton, limits: Limits = Limits(),

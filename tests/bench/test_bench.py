@@ -407,7 +407,9 @@ def test_promote_warm_cold_sizes_and_breakdown(runs):
     assert [r["regex"] for r in steps["rows"]] == ["date", "cities"]
     assert all(r["walk"]["status"] == "ok" and r["walk"]["median_s"] > 0 for r in steps["rows"])
     assert all(lex_row["trie"]["status"] == "ok" for lex_row in lex["rows"])
-    assert len(cold["rows"]) == 1 and cold["rows"][0]["regex"] in ("date", "cities")
+    assert len(cold["rows"]) == 2 and cold["rows"][0]["regex"] in ("date", "cities")
+    assert cold["rows"][1]["regex"] == "(yes|no) --canonical"  # a BPE tokenizer: the canonical start too
+    assert cold["rows"][1]["canonicalize"]["median_s"] > 0 and cold["rows"][0]["canonicalize"]["median_s"] == 0
     names = [c["name"] for c in doc["checks"]]
     assert len(names) == 6 and all(c["passed"] is True for c in doc["checks"])
     assert doc["settings"]["cold_repeat"] == 3

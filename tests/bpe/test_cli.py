@@ -68,10 +68,13 @@ def test_cli_methods_and_forms_agree(tmp_path):
     assert pynini.equivalent(fsts["implicit"], fsts["gadgets"])
     for method in ("implicit", "precomputed"):  # the pipeline level (the default); gadgets are model-level only
         out = tmp_path / f"{method}-pipeline.fst"
-        r = run("promote", path, "-e", "(ab|ba)+( c)?", "--canonical", "--method", method, out)
+        r = run("promote", path, "-e", "(ab|ba)+(ca)?", "--canonical", "--method", method, out)
         assert r.returncode == 0, r.stderr
         fsts[method] = pynini.Fst.read(str(out))
     assert pynini.equivalent(fsts["implicit"], fsts["precomputed"])
+    # no pre-tokenizer: the space reaches the model, which has no token for it (HF: "ab c" -> ab [UNK] c)
+    r = run("promote", path, "-e", "(ab|ba)+( c)?", "--canonical", out)
+    assert r.returncode == 2 and "' ' (U+0020)" in r.stderr and "'[UNK]'" in r.stderr, r.stderr
     r = run("promote", path, "-e", "ab", "--canonical", "--method", "gadgets", out)
     assert r.returncode == 2 and "--level model" in r.err.decode()
     for form in ("fst", "gadgets"):

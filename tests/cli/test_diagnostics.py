@@ -82,17 +82,17 @@ def test_cache_list_and_clear(monkeypatch, tmp_path, small):
     (root / "notes.txt").write_text("not tokfst's")
     r = run("cache", "list")
     rows = [line.split() for line in r.stdout.splitlines()[1:]]
-    assert sorted(k for _, k, _, _ in rows) == ["bpe", "lexicon"] and all(v == "yes" for *_, v in rows)
-    assert "2 entries" in r.stderr
+    assert sorted(k for _, k, _, _ in rows) == ["bpe", "bpe-classes", "lexicon"] and all(v == "yes" for *_, v in rows)
+    assert "3 entries" in r.stderr
     lexicon = next(root.glob("v1-lexicon-*.fst"))
     lexicon.write_bytes(lexicon.read_bytes()[:-1])
     doc = json.loads(run("cache", "list", "--json").stdout)
     assert doc["location"] == str(root)
-    assert {e["kind"]: e["verified"] for e in doc["entries"]} == {"lexicon": False, "bpe": True}
+    assert {e["kind"]: e["verified"] for e in doc["entries"]} == {"lexicon": False, "bpe": True, "bpe-classes": True}
     assert run("promote", small, tmp_path / "x.fst", "-e", PATTERN).rc == 0  # rebuilt
     assert all(e["verified"] for e in json.loads(run("cache", "list", "--json").stdout)["entries"])
     r = run("cache", "clear")
-    assert r.rc == 0 and "removed 2 files" in r.stderr
+    assert r.rc == 0 and "removed 3 files" in r.stderr
     assert [p.name for p in root.iterdir()] == ["notes.txt"]
     assert run("cache", "frobnicate").rc == 2
 

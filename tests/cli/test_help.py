@@ -17,7 +17,7 @@ import pytest
 from ..runner import ANSI, make_env, run, tokfst
 
 SUBCOMMANDS = ["compile-bpe", "compile-maxmatch", "promote", "canonical-check", "draw", "sample", "bench", "doctor",
-               "cache", "count", "inspect", "encode"]
+               "cache", "count", "inspect", "encode", "compile-batch"]
 
 
 def test_root_help_lists_the_six_subcommands():

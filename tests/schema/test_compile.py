@@ -20,6 +20,8 @@ from .util import accepts, compiled
     ({"items": {"$dynamicRef": "#meta"}}, "schema-keyword", {"keyword": "$dynamicRef"}),
     ({"type": "array", "uniqueItems": True}, "schema-keyword", {"keyword": "uniqueItems"}),
     ({"type": "strin"}, "schema-value", {"keyword": "type"}),
+    ({"type": None}, "schema-value", {"keyword": "type"}),  # found by the battery: was a TypeError
+    ({"format": None}, "schema-value", {"keyword": "format"}),
     ({"maxLength": -1}, "schema-value", {"keyword": "maxLength"}),
     ({"multipleOf": 0}, "schema-value", {"keyword": "multipleOf"}),
     ({"$ref": "other.json#/a"}, "schema-ref", {"ref": "other.json#/a"}),

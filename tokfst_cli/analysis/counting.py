@@ -37,7 +37,7 @@ from typing import NamedTuple
 import numpy as np
 import pynini
 
-from tokfst_cli.automata.arrays import fst_arrays, fst_from_arrays
+from tokfst_cli.automata.arrays import fst_arrays, fst_from_arrays, unique
 from tokfst_cli.automata.fsts import linear
 from tokfst_cli.decoding.index import rows
 from tokfst_cli.errors import InputError, LimitError, UsageError
@@ -371,7 +371,7 @@ def _explore_table(decoder, max_arcs: int | None = None) -> pynini.Fst:
             raise LimitError("the artifact's expansion", "max_arcs", max_arcs, remedy=None)
         tokens.append(np.asarray(tok, np.int64))
         nexts.append(np.asarray(nxt, np.int64))
-        for t in np.unique(nxt).tolist():
+        for t in unique(nxt).tolist():
             if t not in seen:
                 seen.add(t)
                 order.append(t)

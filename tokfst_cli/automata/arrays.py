@@ -26,6 +26,13 @@ _CONST_VERSION = 2  # ConstFst's unaligned file version
 _PROPS_EXPANDED = 0x1
 
 
+def unique(x: np.ndarray) -> np.ndarray:
+    """``np.unique(x)`` of a 1-D integer array, by a sort: numpy 2.4's hashing ``np.unique`` is 10 to 50
+    times slower from about 10,000 elements."""
+    s = np.sort(np.asarray(x).ravel())
+    return s if len(s) < 2 else s[np.r_[True, s[1:] != s[:-1]]]
+
+
 def fst_from_arrays(num_states: int, start: int, finals: np.ndarray, src: np.ndarray, ilabel: np.ndarray,
                     olabel: np.ndarray, dst: np.ndarray) -> pynini.Fst:
     """A standard-arc VectorFst built in bulk from arc arrays (unweighted).

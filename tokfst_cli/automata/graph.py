@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from tokfst_cli.automata.arrays import FstArrays
+from tokfst_cli.automata.arrays import FstArrays, unique
 
 DENSE = 1 << 22  # up to this many state pairs, distinct edges are marked in a bool matrix (no sort)
 
@@ -21,7 +21,7 @@ def distinct_edges(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[np.ndarray
         seen[src * n + dst] = True
         pairs = np.flatnonzero(seen)
     else:
-        pairs = np.unique(src * n + dst)
+        pairs = unique(src * n + dst)
     return pairs // n, pairs % n
 
 

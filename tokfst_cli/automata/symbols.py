@@ -26,10 +26,15 @@ TEXT_TABLE = "tokfst-text-bytes"
 _UNESCAPE = re.compile(r"\\(\\|x[0-9a-f]{2}|u[0-9a-f]{4})")
 
 
+_PLAIN = re.compile(r"[^\\\x00-\x20\x7f\s]*")  # a name escape() leaves as it is (most tokens)
+
+
 def escape(name: str) -> str:
     """A whitespace-free, reversible name for ``fstprint`` and text symbol files."""
     if name == EPS:
         return "\\x3ceps>"
+    if _PLAIN.fullmatch(name):
+        return name
     out = []
     for c in name:
         o = ord(c)

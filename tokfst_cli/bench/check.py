@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 import random
-import subprocess
 import sys
 import tempfile
 
@@ -95,24 +94,13 @@ def write_lines(path: str, lines: list[str], size: int | None = None) -> int:
     return written
 
 
-# Runs a command and prints its wall time, exit status and peak RSS (KB). A small launcher of its
-# own: a child's ru_maxrss starts from the image it was forked from (here: this benchmark's).
-LAUNCH = ("import resource, subprocess, sys, time\nt = time.perf_counter()\n"
-          "p = subprocess.run(sys.argv[1:], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, "
-          "stderr=subprocess.PIPE)\nwall = time.perf_counter() - t\nsys.stderr.buffer.write(p.stderr)\n"
-          "print(wall, p.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")
-
-
 def run_child(cmd: list[str], cwd: str) -> tuple[float, int, int]:
-    """(wall seconds, exit status, peak RSS in bytes) of one whole process, output discarded."""
-    p = subprocess.run([sys.executable, "-c", LAUNCH, *cmd], cwd=cwd, capture_output=True, text=True)
-    try:
-        wall, rc, rss = p.stdout.split()
-    except ValueError:
-        raise RuntimeError(f"{' '.join(cmd)}: the launcher failed: {p.stderr.strip()}") from None
-    if int(rc) not in (0, 1):
-        raise RuntimeError(f"{' '.join(cmd)} exited {rc}: {p.stderr.strip()}")
-    return float(wall), int(rc), int(rss) * 1024  # Linux: kilobytes
+    """(wall seconds, exit status, peak RSS in bytes) of one whole process, output discarded; it must
+    exit 0 or 1."""
+    wall, rc, rss, err = common.launch(cmd, cwd)
+    if rc not in (0, 1):
+        raise RuntimeError(f"{' '.join(cmd)} exited {rc}: {err.strip()}")
+    return wall, rc, rss
 
 
 def cold(n: int, cmd: list[str], cwd: str) -> tuple[dict, int]:

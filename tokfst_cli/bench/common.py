@@ -210,6 +210,32 @@ def run_cold(cmd: list[str], env: dict[str, str], cwd: str) -> float:
     return wall
 
 
+# Runs a command and prints its wall time, exit status and peak RSS (KB). A small launcher of its
+# own: a child's ru_maxrss starts from the image it was forked from (here: the benchmark's). On
+# the timeout the child's whole process group is killed (tokfst works in a forked child) and the
+# status printed is -9.
+LAUNCH = ("import os, resource, signal, subprocess, sys, time\nlimit = float(sys.argv[1]) or None\n"
+          "t = time.perf_counter()\np = subprocess.Popen(sys.argv[2:], stdin=subprocess.DEVNULL, "
+          "stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)\n"
+          "try:\n    err = p.communicate(timeout=limit)[1]\n    rc = p.returncode\n"
+          "except subprocess.TimeoutExpired:\n    os.killpg(p.pid, signal.SIGKILL)\n"
+          "    err, rc = p.communicate()[1], -9\n"
+          "wall = time.perf_counter() - t\nsys.stderr.buffer.write(err)\n"
+          "print(wall, rc, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")
+
+
+def launch(cmd: list[str], cwd: str, timeout: float | None = None) -> tuple[float, int, int, str]:
+    """(wall seconds, exit status (-9: killed at ``timeout``), peak RSS in bytes, stderr) of one
+    whole process, its output discarded."""
+    p = subprocess.run([sys.executable, "-c", LAUNCH, str(timeout or 0), *cmd], cwd=cwd, capture_output=True,
+                       text=True)
+    try:
+        wall, rc, rss = p.stdout.split()
+    except ValueError:
+        raise RuntimeError(f"{' '.join(cmd)}: the launcher failed: {p.stderr.strip()}") from None
+    return float(wall), int(rc), int(rss) * 1024, p.stderr  # Linux: kilobytes
+
+
 @contextmanager
 def private_cache(path: str) -> Iterator[None]:
     """TOKFST_CACHE set to ``path`` for this process and its children, restored afterwards."""

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tokfst_cli.bench import common, report
+from tokfst_cli.bench.batch import batch_table
 from tokfst_cli.bench.canonical import canonical_table
 from tokfst_cli.bench.check import REGEXES, check_table
 from tokfst_cli.bench.compile import compile_table
@@ -26,6 +27,7 @@ from tokfst_cli.bench.encode import encode_tables
 from tokfst_cli.bench.filters import filters_table
 from tokfst_cli.bench.grammars import grammars_table
 from tokfst_cli.bench.inspect import inspect_table
+from tokfst_cli.bench.limits import limits_tables
 from tokfst_cli.bench.logits import logits_table
 from tokfst_cli.bench.masks import default_regexes, masks_table
 from tokfst_cli.bench.maxmatch import maxmatch_table
@@ -44,13 +46,14 @@ from tokfst_cli.tokenizer import model as tokmod
 
 PAPER = ("table1", "table2", "paragraph", "peers", "masks")  # what "all" runs: the paper's tables and the peers
 MODES = PAPER + ("promote", "canonical", "maxmatch", "check", "compile", "logits", "ready", "filters", "inspect",
-                 "terminals", "grammars", "encode")
+                 "terminals", "grammars", "encode", "limits", "batch")
 CORPUS_MODES = {"table1", "table2", "paragraph"}  # train BPE tokenizers on the corpus
 PLOTTED = {"table1", "table2", "paragraph"}  # modes with a scaling table
 FAMILY = {"table2": "bpe", "paragraph": "bpe", "peers": "bpe", "masks": "bpe", "canonical": "bpe",
           "maxmatch": "wordpiece", "promote": None, "check": None, "compile": "bpe", "logits": None,
           "ready": None, "filters": None, "inspect": "bpe",
-          "terminals": None, "grammars": None, "encode": "bpe"}  # of the --tokenizer tokenizers; table1 uses none
+          "terminals": None, "grammars": None, "encode": "bpe",
+          "limits": None, "batch": None}  # of the --tokenizer tokenizers; table1 uses none
 
 
 @dataclass
@@ -75,6 +78,8 @@ class Request:
     evict_each_step: bool = False  # masks: cold caches before every step, not only before each walk
     encode_mb: float = 1.0  # encode: megabytes per corpus
     max_log: int = 20  # encode: the longest pathological run is 2^max_log characters
+    patterns: int = 40  # limits: generated patterns after the pinned ones
+    batch_inputs: int = 1000  # batch: small regexes compiled by compile-batch
     max_arcs: int = 50_000_000
     lines: int = 20_000
     rss_mb: str = "10,100"
@@ -290,6 +295,10 @@ def run_mode(mode: str, p: Plan, corp, text: str | None, trained: list, progress
         return grammars_table(extra, r.repeat, r.steps, progress)
     if mode == "encode":
         return encode_tables(extra, r.repeat, r.corpus, r.encode_mb, r.max_log, progress)
+    if mode == "limits":
+        return limits_tables(extra, r.patterns, r.timeout, progress)
+    if mode == "batch":
+        return batch_table(extra, r.batch_inputs, r.repeat, progress)
     raise ValueError(f"unknown bench mode {mode}")
 
 

@@ -21,6 +21,7 @@ import time
 import numpy as np
 import pynini
 
+from tokfst_cli.automata.arrays import unique
 from tokfst_cli.automata.symbols import token_table
 from tokfst_cli.bench import common
 from tokfst_cli.bench.common import Results, Table
@@ -69,7 +70,7 @@ def _count_explicit(imp) -> tuple[int, int]:
         arcs += len(targets)
         fb_next = np.where(is_fb[targets], imp.fb_delta[fb, np.clip(fb_b[targets], 0, 255)], 0)
         keys = (classes[targets] + 1) * n_fb + fb_next
-        new = np.unique(keys[~seen[keys]])
+        new = unique(keys[~seen[keys]])
         seen[new] = True
         queue.extend(new.tolist())
     return int(seen.sum()), arcs

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tokfst_cli.automata.arrays import unique
 from tokfst_cli.bpe.canonical import SpineOrder
 from tokfst_cli.bpe.hf import HfBpe
 from tokfst_cli.bpe.trace import INF, Derivations, MergeTable, spines
@@ -174,7 +175,7 @@ def pairs(rx: Moments, lx: Moments, table: MergeTable, chunk: int = 1 << 21) -> 
         i = np.searchsorted(vkey, qp * width + np.minimum(lx.hi[q_t], width - 2) + 1, side="right") - 1
         hit = (i >= 0) & (vkey[np.maximum(i, 0)] // width == qp)
         hit[hit] = vhi[i[hit]] > np.maximum(lx.lo[q_t[hit]], rr[hit])
-        fired = np.unique(q_tri[hit])
+        fired = unique(q_tri[hit])
         out.append(np.stack([rx.token[pair_x[tri_p[fired]]], lx.token[tri_y[fired]]], axis=1))
         start = stop
     both = np.concatenate(out) if out else np.zeros((0, 2), np.int64)

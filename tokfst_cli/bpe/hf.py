@@ -6,7 +6,7 @@ Semantics reproduced:
 - word -> initial symbols: one per character (continuing_subword_prefix on non-first,
   end_of_word_suffix on the last); a character missing from the vocabulary becomes its
   ``<0xNN>`` byte tokens when byte_fallback holds and they all exist, else ``unk_token``
-  (consecutive unknowns fused into one with fuse_unk);
+  (consecutive unknowns fused into one with fuse_unk), else nothing (HF drops it);
 - merges: a min-heap on (rank, position of the left symbol); ties go to the leftmost pair;
   token ids never decide. A repeated pair keeps its last rank; a queue entry is stale when the
   pair at its position no longer produces its token;
@@ -54,8 +54,8 @@ class HfBpe:
         # a repeated pair keeps its last rank
         self.merges: dict[tuple[int, int], tuple[int, int]] = dict(
             zip(map(tuple, model.merges), zip(range(len(self.new_ids)), self.new_ids)))
-        unk = model.options.get("unk_token")
-        self.unk_id = self.ids.get(unk) if unk else None
+        self.unk: str | None = model.options.get("unk_token") or None
+        self.unk_id = self.ids.get(self.unk) if self.unk else None
         self.byte_fallback = bool(model.options.get("byte_fallback"))
         self.fuse_unk = bool(model.options.get("fuse_unk"))
         self.ignore_merges = bool(model.options.get("ignore_merges"))
@@ -88,8 +88,10 @@ class HfBpe:
                     out.extend(fb)  # HF adds these before any pending unknown
                     continue
             if self.unk_id is None:
-                raise InputError(f"character {ch!r} is not in the vocabulary and there is no unk_token",
-                                 "the tokenizer cannot encode this text")
+                if self.unk is not None:
+                    raise InputError(f"the unk_token {self.unk!r} is not in the vocabulary (HF fails on {ch!r} too)",
+                                     "give a tokenizer.json whose unk_token is a token")
+                continue  # no unk_token: HF drops the character
             if unk is not None and not self.fuse_unk:
                 out.append(unk)
             unk = self.unk_id

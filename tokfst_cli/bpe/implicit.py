@@ -25,15 +25,19 @@ Artifact (``compile-bpe --form implicit``), all integers little-endian:
 
 from __future__ import annotations
 
+import contextlib
+import io
 import time
 import zlib
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 import pynini
 
 from tokfst_cli.automata import utf8
+from tokfst_cli.automata.arrays import unique
 from tokfst_cli.automata.fsts import ranges_acceptor
 from tokfst_cli.bpe import exposure
 from tokfst_cli.bpe import rows as rowmod
@@ -80,6 +84,17 @@ class ImplicitBpe:
             nright = int(self.rpos.max()) + 1 if len(self.rpos) else 0
             self.derived["rows"] = rowmod.build(self.boxes, nright, len(self.lorder))
         return self.derived["rows"]
+
+    def banned_positions(self, ru: int) -> np.ndarray:
+        """The left positions of right position ``ru``'s BANNED row: read off the rectangles for the
+        first ``ROW_QUERIES`` rows asked (a small constraint never builds the rows), then the rows."""
+        asked = self.derived["asked"] = self.derived.get("asked", 0) + 1
+        if "rows" in self.derived or asked > ROW_QUERIES:
+            return rowmod.row_positions(self._rows(), ru)
+        b = self.boxes.reshape(-1, 4)
+        sel = b[(b[:, 0] <= ru) & (ru <= b[:, 1])].astype(np.int64)
+        lens = sel[:, 3] - sel[:, 2] + 1
+        return unique(np.repeat(sel[:, 2] - (np.cumsum(lens) - lens), lens) + np.arange(int(lens.sum())))
 
     def _lpos(self) -> np.ndarray:
         if "lpos" not in self.derived:
@@ -211,9 +226,28 @@ class ImplicitBpe:
     def classes(self) -> np.ndarray:
         """Class (state) id per token: tokens with identical BANNED rows share one; -1 if never allowed."""
         if "classes" not in self.derived:
-            flags = self.may_continue.astype(np.int64) + 2 * (self.fb_byte >= 0)
-            self.derived["classes"] = rowmod.classes(self._rows(), self.rpos.astype(np.int64), self.allowed, flags)
+            def make() -> np.ndarray:
+                flags = self.may_continue.astype(np.int64) + 2 * (self.fb_byte >= 0)
+                return rowmod.classes(self._rows(), self.rpos.astype(np.int64), self.allowed, flags)
+            self.derived["classes"] = self._kept_arrays("classes", lambda: {"classes": make()})["classes"]
         return self.derived["classes"]
+
+    def _kept_arrays(self, name: str, make: Callable[[], dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+        """Derived arrays, kept in the cache beside the artifact (by format version and fingerprint):
+        a 200k vocabulary's rows and classes cost about a second each per process otherwise."""
+        if not self.fingerprint:
+            return make()
+        path = cache.cache_dir() / f"v{VERSION}-bpe-{name}-{self.fingerprint}.tokfst"
+        data = cache.load(path)
+        if data is not None:
+            with contextlib.suppress(Exception):  # not an .npz of this layout: made again
+                with np.load(io.BytesIO(data), allow_pickle=False) as z:
+                    return {k: z[k] for k in z.files}
+        out = make()
+        buf = io.BytesIO()
+        np.savez(buf, **out)
+        cache.store(path, buf.getvalue())
+        return out
 
     def counts(self) -> dict:
         """The counts read off the arrays (the artifact header's)."""
@@ -372,6 +406,7 @@ def _symbols(hf: HfBpe, model: TokenizerModel, t: int) -> list[int]:
     return hf.initial_symbols(text, prefix_first=pre, suffix_last=suf)
 
 
+ROW_QUERIES = 64  # BANNED rows read off the rectangles before the rows are built (about 1 ms each on 200k tokens)
 LOADED = 2  # implicit A_BPEs kept per process, by cache entry (their rows and classes are made once)
 _LOADED: OrderedDict[tuple, ImplicitBpe] = OrderedDict()
 

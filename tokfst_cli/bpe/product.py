@@ -16,7 +16,7 @@ from collections.abc import Callable
 import numpy as np
 import pynini
 
-from tokfst_cli.automata.arrays import fst_arrays, fst_from_arrays
+from tokfst_cli.automata.arrays import fst_arrays, fst_from_arrays, unique
 from tokfst_cli.automata.bitsets import as_int32, as_words
 from tokfst_cli.bpe.explicit import START, ignore_merges_correction
 from tokfst_cli.bpe.implicit import ImplicitBpe
@@ -72,7 +72,7 @@ def materialize(agnostic: pynini.Fst, imp: ImplicitBpe, max_arcs: int = 2_000_00
         if total > max_arcs:
             raise LimitError("the canonical automaton", "max_arcs", max_arcs, remedy="factorized")
         keys = (targets * n_cls + step.classes[labels] + 1) * n_fb + step.next_fb(fb)[labels]
-        for u in np.unique(keys).tolist():
+        for u in unique(keys).tolist():
             if u not in ids:
                 ids[u] = len(order)
                 order.append(u)

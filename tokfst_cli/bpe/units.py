@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from tokfst_cli.automata.arrays import unique
 from tokfst_cli.bpe.explicit import START
 from tokfst_cli.bpe.word import DEAD, WHOLE, Word
 
@@ -30,7 +31,7 @@ def distinct(keys: np.ndarray) -> np.ndarray:
         return np.array(sorted(set(keys.tolist())), keys.dtype)
     top = int(keys.max()) + 1
     if top > 4 * len(keys) + 1024:
-        return np.unique(keys)
+        return unique(keys)
     seen = np.zeros(top, bool)
     seen[keys] = True
     return np.flatnonzero(seen)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from tokfst_cli.bpe import rows as rowmod
 from tokfst_cli.bpe.explicit import START, fallback_ok, successors
 from tokfst_cli.bpe.implicit import ImplicitBpe
 from tokfst_cli.errors import InputError
@@ -68,7 +67,7 @@ class Stepper:
         if got is None:
             imp = self.imp
             ru = int(imp.rpos[self.reps[cls]])
-            got = imp.lorder[rowmod.row_positions(imp._rows(), ru)] if ru >= 0 else np.zeros(0, np.int64)
+            got = imp.lorder[imp.banned_positions(ru)] if ru >= 0 else np.zeros(0, np.int64)
             self._masks[key] = got
         return got
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import sys
 import traceback
@@ -17,6 +18,7 @@ from tokfst_cli.cli.bench import bench_cmd
 from tokfst_cli.cli.cache import cache_cmd
 from tokfst_cli.cli.canonical_check import canonical_check_cmd
 from tokfst_cli.cli.common import STATE
+from tokfst_cli.cli.compile_batch import compile_batch_cmd
 from tokfst_cli.cli.compile_bpe import compile_bpe_cmd
 from tokfst_cli.cli.compile_maxmatch import compile_maxmatch_cmd
 from tokfst_cli.cli.count import count_cmd
@@ -83,6 +85,8 @@ COMMANDS = [  # (name, function, short help, long help), in the order of `tokfst
     ("compile-maxmatch", compile_maxmatch_cmd, "Compile the MaxMatch transducer T_Aho of a WordPiece tokenizer.",
      helptext.COMPILE_MAXMATCH),
     ("promote", promote_cmd, "Promote a regex to a token automaton (.fst or JSON index).", helptext.PROMOTE),
+    ("compile-batch", compile_batch_cmd, "Compile many regexes, schemas and grammars (local pool, Ray, Dask).",
+     helptext.COMPILE_BATCH),
     ("canonical-check", canonical_check_cmd, "Check token sequences for canonicity (exit 0/1/2 as grep).",
      helptext.CANONICAL_CHECK),
     ("draw", draw_cmd, "Draw an automaton as dot, svg, pdf or png.", helptext.DRAW),
@@ -265,17 +269,27 @@ def _run() -> int:
         OUT.say(signal_line(signum))
         return 128 + signum
     except MemoryError:
-        if STATE["debug"]:
-            traceback.print_exc()
-        limit = STATE.get("max_memory")
-        stage = progress.current() or guard.last_stage()[0] or f"tokfst {_command(sys.argv[1:])}"
-        if limit:
-            OUT.say("tokfst: error: " + MEMORY_LIMIT.format(stage=stage, limit=format_size(limit), size=""))
-        else:
-            OUT.say(f"tokfst: error: memory limit: {stage} ran out of memory; simplify the input")
-        return 3
+        return _out_of_memory()
     except Exception as e:  # a bug: say so in one line unless --debug
+        if isinstance(e, ImportError) and NO_MAP.search(str(e)):  # a library's code not mapped under the cap
+            return _out_of_memory()
         if STATE["debug"]:
             traceback.print_exc()
         OUT.say(f"tokfst: internal error: {type(e).__name__}: {e} (rerun with --debug for a traceback)")
         return 1
+
+
+NO_MAP = re.compile(r"failed to map segment|cannot allocate memory", re.IGNORECASE)
+
+
+def _out_of_memory() -> int:
+    """The memory limit (or the machine's memory) reached: one line naming the stage, exit 3."""
+    if STATE["debug"]:
+        traceback.print_exc()
+    limit = STATE.get("max_memory")
+    stage = progress.current() or guard.last_stage()[0] or f"tokfst {_command(sys.argv[1:])}"
+    if limit:
+        OUT.say("tokfst: error: " + MEMORY_LIMIT.format(stage=stage, limit=format_size(limit), size=""))
+    else:
+        OUT.say(f"tokfst: error: memory limit: {stage} ran out of memory; simplify the input")
+    return 3

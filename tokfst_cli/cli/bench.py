@@ -30,14 +30,17 @@ class Mode(str, Enum):
     terminals = "terminals"
     grammars = "grammars"
     encode = "encode"
+    limits = "limits"
+    batch = "batch"
     all = "all"
     report = "report"
 
 
 MODE = typer.Argument(..., metavar="MODE",
                       help="table1, table2, paragraph, peers, masks, promote, canonical, maxmatch, check, compile, "
-                           "logits, ready, filters, inspect, schemas, terminals, grammars, encode, or all; report "
-                           "renders results.")
+                           "logits, ready, filters, inspect, schemas, terminals, grammars, encode, limits, batch, or "
+                           "all; "
+                           "report renders results.")
 CORPUS = typer.Option(None, "--corpus", metavar="PATH",
                       help="Training text: a file, or a directory of *.txt files "
                            "[default: /usr/share/doc/python3.11/html/_sources].")
@@ -53,7 +56,8 @@ COLD_REPEAT = typer.Option(3, "--cold-repeat", min=0, metavar="N",
                                 "its cold-start breakdown; compile-maxmatch); 0 = none.")
 TIMEOUT = typer.Option(None, "--timeout", min=0.001, metavar="SECONDS",
                        help="table1: limit per cell for its timed runs (and again for its precomputation); a cell over "
-                            "it reports >T [default: 600]. schemas: limit per peer call [default: 20].")
+                            "it reports >T [default: 600]. schemas: limit per peer call [default: 20]. limits: a "
+                            "promote process is killed after it [default: 60].")
 TOKENIZER = typer.Option(None, "--tokenizer", metavar="TOKENIZER",
                          help="A tokenizer.json or bundled name, repeatable: the tokenizer of peers, masks, "
                               "promote, canonical, compile, logits, ready, filters, inspect and terminals "
@@ -87,6 +91,10 @@ VERBOSE = typer.Option(False, "-v", "--verbose", help="Progress lines on stderr.
 ENCODE_MB = typer.Option(1.0, "--encode-mb", min=0.001, metavar="MB", help="encode: megabytes of each corpus.")
 MAX_LOG = typer.Option(20, "--max-log", min=12, max=24, metavar="K",
                        help="encode: the longest pathological run is 2^K characters.")
+PATTERNS = typer.Option(40, "--patterns", min=0, metavar="N",
+                        help="limits: generated patterns (Hypothesis, derandomized) after the pinned hard cases.")
+BATCH_INPUTS = typer.Option(1000, "--batch-inputs", min=1, metavar="N",
+                            help="batch: small regexes compiled by compile-batch.")
 # ---- bench schemas ----
 DIRECTORY = typer.Argument(None, metavar="DIR",
                            help="schemas: a directory of JSON Schema files (*.json). report: a --json results file, "
@@ -114,7 +122,7 @@ def bench_cmd(
     plot: Optional[str] = PLOT, verbose: bool = VERBOSE, peers: bool = PEERS, limit: Optional[int] = LIMIT,
     tokfst_timeout: float = TOKFST_TIMEOUT, terminals: bool = TERMINALS,
     markdown: Optional[str] = MARKDOWN, title: Optional[str] = TITLE, encode_mb: float = ENCODE_MB,
-    max_log: int = MAX_LOG,
+    max_log: int = MAX_LOG, patterns: int = PATTERNS, batch_inputs: int = BATCH_INPUTS,
 ) -> None:
     """Reproduce the paper's tables and time tokfst against its peers."""
     from rich.console import Console  # deferred: rich only where something is shown
@@ -131,12 +139,13 @@ def bench_cmd(
                                         terminals, json_out, csv_out), plot, verbose)
     if repeat is not None and repeat < 3:
         raise typer.BadParameter(f"{repeat} is less than 3 (medians of at least 3 runs)", param_hint="'--repeat'")
-    repeat, timeout = repeat or 3, 600.0 if timeout is None else timeout
+    repeat, timeout = repeat or 3, (60.0 if mode is Mode.limits else 600.0) if timeout is None else timeout
     plan = run.plan(run.Request(
         mode=mode.value, corpus=corpus, vocab_sizes=vocab_sizes, words=words, methods=methods, repeat=repeat,
         cold_repeat=cold_repeat, timeout=timeout, tokenizer=tokenizer or [], regex=regex or [],
         regex_file=regex_file, named=named, trials=trials, paragraph_chars=paragraph_chars, steps=steps,
-        evict_each_step=evict_each_step, encode_mb=encode_mb, max_log=max_log,
+        evict_each_step=evict_each_step, encode_mb=encode_mb, max_log=max_log, patterns=patterns,
+        batch_inputs=batch_inputs,
         max_arcs=max_arcs, lines=lines, rss_mb=rss_mb, json_out=json_out, csv_out=csv_out, plot=plot))
     doc = run.run(plan, OUT.say, verbose or OUT.err.is_terminal)
     run.emit(doc, plan, OUT.err if json_out == "-" else Console(highlight=False), OUT.data)

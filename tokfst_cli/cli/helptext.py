@@ -357,6 +357,10 @@ grammars   per --tokenizer and self-embedding grammar (arithmetic, S-expressions
            tokfst's pushdown decoder and llguidance along it from fresh matchers: first mask
            (grammar text to mask), mask median and p99, last/first 100 steps (growth with
            the output), masks compared at every step.
+batch      compile-batch on --batch-inputs small regexes [1000], the first --tokenizer:
+           in-process compiles, the local pool with one worker and with two (overhead per
+           input, speed-up), a rerun with every result kept, a promote process per input
+           (30 inputs); the artifacts compared.
 
 BPE tokenizers (byte-level, GPT-2-like) are trained on the corpus with HF's BpeTrainer and
 cached under $XDG_CACHE_HOME/tokfst/bench (or $TOKFST_CACHE/bench). Regexes: -e, -f, or
@@ -581,6 +585,49 @@ Examples:
   tokfst inspect gpt2 -e '[a-z]+( [a-z]+){0,3}' --max-len 24
   tokfst promote gpt2 -e '[0-9]{4}-[0-9]{2}-[0-9]{2}' date.fst
   tokfst inspect gpt2 date.fst
+"""
+
+COMPILE_BATCH = """\
+Compile many regexes, JSON Schemas and grammars into one artifact each, resumably.
+
+Each INPUT is a file, or a directory of them: .re (one regex, as promote -f), .json (a
+JSON Schema, as promote --schema), .gbnf and .lark (grammars, as promote --grammar); --kind
+gives the kind of every input instead. Each is compiled as promote would with the same
+options (--canonical, --format, the filters, --max-states, --max-arcs) into
+DIR/artifacts/KEY.SUFFIX, written atomically, and gets one JSON line in DIR/results.jsonl:
+input, kind, key, status (compiled, refused, limit, timeout, crashed), exit_code (as
+promote's: 0, 2 bad input, 1 empty result or crash, 3 a limit), message (promote's one
+line), times (total and per stage, seconds), sizes (input, states, arcs, artifact bytes),
+artifact (its path in DIR) and sha256. A summary follows: counts per status, the median and
+p95 compile time, the slowest inputs (--json: one JSON object). Exit 0 when every input
+compiled, else 1.
+
+\b
+Resumable, content-addressed: KEY is the sha256 of the tokenizer's fingerprint, the input's
+bytes, the options and tokfst's version. A run keeps what DIR/results.jsonl already holds
+under an input's key (compiled with its artifact present, refused, limit) and compiles the
+rest: an interrupted run is continued by running it again. Inputs with the same bytes are
+compiled once.
+
+\b
+--executor local  (default) --jobs worker processes forked from this one, which has loaded
+                  the tokenizer and the lexicon once; a worker that dies (native code
+                  aborts, SIGKILL) leaves its input crashed and is replaced, as is one past
+                  --task-timeout (status timeout) and, after --recycle inputs, every one.
+--executor ray    the same tasks on Ray (pip install 'tokfst[ray]'): --address a cluster,
+                  else a local Ray with --jobs CPUs.
+--executor dask   the same tasks on Dask (pip install 'tokfst[dask]'): --address a
+                  scheduler (tcp://HOST:8786), else a LocalCluster of --jobs processes.
+On Ray and Dask each input runs in a child forked from its worker, under --task-timeout and
+--task-memory; the inputs' text travels with the tasks and the artifacts come back to this
+machine, so workers need only tokfst and the tokenizer (see docs/batch.md). A progress bar
+(counts, rate, ETA) shows on a terminal.
+
+\b
+Examples:
+  tokfst compile-batch gpt2 examples/date.re examples/email.re examples/person.json --out batch
+  tokfst compile-batch gpt2 examples/date.re examples/csv.gbnf --out batch --json
+  tokfst compile-batch gpt2 examples/date.re --out batch-index --format index --jobs 1 --task-timeout 60
 """
 
 # global options kept by the supervisor (tokfst_cli.support.guard)

@@ -17,6 +17,7 @@ from tokfst_cli.errors import InputError
 from tokfst_cli.filters.compose import Filters
 from tokfst_cli.grammar.pushdown import Pushdown
 from tokfst_cli.promotion.promote import count_arcs
+from tokfst_cli.support import cache
 from tokfst_cli.tokenizer import model as tokmod
 
 
@@ -162,7 +163,7 @@ def promote_cmd(
                            (canonical, prompt, terminals, method, artifact))
     if terminals is None:
         terminals = not canonical and not filters.token_level() and (source is not None or _token_groups(pattern))
-    model = _checked_model(tokenizer, canonical, method, level, filters, prompt, terminals)
+    model = _checked_model(tokenizer, canonical, method, level, filters, prompt, terminals, no_cache)
     with OUT.progress("promoting"):
         result = pipeline.build(model, pattern, canonical=canonical, method=method.value if method else None,
                                 limits=pipeline.Limits(max_states, max_arcs), artifact=artifact, level=level.value,
@@ -180,13 +181,19 @@ def _recursion(recursion: Recursion, canonical: bool, prompt: str | None, termin
 
 
 def _checked_model(tokenizer: str, canonical: bool, method: Method | None, level: Level, filters: Filters,
-                   prompt: str | None, terminals: bool):
+                   prompt: str | None, terminals: bool, no_cache: bool):
     """The tokenizer, loaded, with the options checked against it (``pipeline.check_*``)."""
     with OUT.progress("loading tokenizer"):
-        model = tokmod.load(tokenizer)
+        model = _load(tokenizer, no_cache)
         pipeline.check_method(model, canonical, method.value if method else None, level.value)
         pipeline.check_options(model, canonical, filters, prompt, terminals)
     return model
+
+
+def _load(tokenizer: str, no_cache: bool):
+    """The tokenizer; --no-cache: not read from, nor kept in, the cache either."""
+    with cache.bypassed(no_cache):
+        return tokmod.load(tokenizer)
 
 
 def _filters(scripts: str | None, *flags) -> Filters:
@@ -223,7 +230,7 @@ def _write_lazy(tokenizer: str, source, pattern: str, filters: Filters, max_stat
     OUT.refuse_binary_tty(out, "a lazy artifact")
     start = time.perf_counter()
     with OUT.progress("loading tokenizer"):
-        model = tokmod.load(tokenizer)
+        model = _load(tokenizer, no_cache)
     with OUT.progress("compiling"):
         a = source if source is not None else compile_regex(pattern, max_states)
         table = lazy.table_for(model, a, max_states, cache=not no_cache, filters=filters)

@@ -25,7 +25,7 @@ from bisect import bisect_right
 import numpy as np
 import pynini
 
-from tokfst_cli.automata.arrays import FstArrays, fst_arrays, fst_from_arrays
+from tokfst_cli.automata.arrays import FstArrays, fst_arrays, fst_from_arrays, unique
 from tokfst_cli.automata.graph import backward, distinct_edges
 from tokfst_cli.decoding.matcher import Steps
 from tokfst_cli.errors import DisallowedTokenError, LimitError, UsageError
@@ -102,7 +102,7 @@ def restrict(fst: pynini.Fst, n: int, marker: int | None, max_states: int) -> py
         return None
     if states > max_states:
         raise LimitError(STAGE, "max_states", max_states, states, remedy="simplify", at_least=True)
-    labels = np.unique(a.ilabel)
+    labels = unique(a.ilabel)
     return pynini.intersect(fst, counter(labels[labels != marker] if marker is not None else labels, n, marker))
 
 
@@ -189,7 +189,7 @@ class CountedDecoder(Steps):
         got = self._cuts.get(s)
         if got is None:
             far = self.fewest[self.base.arcs(s)[1]]
-            got = self._cuts[s] = (np.unique(far[far < self._top[s]]).tolist(), [])
+            got = self._cuts[s] = (unique(far[far < self._top[s]]).tolist(), [])
         return got
 
     def _mask(self, s: int, budget: int) -> np.ndarray:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 import pynini
 
-from tokfst_cli.automata.arrays import FstArrays, fst_arrays
+from tokfst_cli.automata.arrays import FstArrays, fst_arrays, unique
 from tokfst_cli.automata.graph import kept_states, trim_mask
 
 MAX_STATES = 8  # filters with more states go to OpenFst's intersect (one pass over S's arcs per state here)
@@ -75,7 +75,7 @@ def intersect(a: FstArrays, delta: np.ndarray) -> tuple[FstArrays, np.ndarray] |
     first = np.cumsum(degree) - degree
     to = delta[:, lab]  # (F state, arc of S) -> F's next state
     f_, arc_ = np.nonzero(to > 0)
-    cand = np.unique(to[f_, arc_].astype(np.int64) * n + dst[arc_])  # the pairs (g > 0, q) some arc enters
+    cand = unique(to[f_, arc_].astype(np.int64) * n + dst[arc_])  # the pairs (g > 0, q) some arc enters
     cg, cq = cand // n, cand % n
     deg = degree[cq]
     arcs = np.repeat(first[cq], deg) + _ranks(deg)

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 import pynini
 
-from tokfst_cli.automata.arrays import FstArrays, fst_arrays, fst_from, fst_from_arrays
+from tokfst_cli.automata.arrays import FstArrays, fst_arrays, fst_from, fst_from_arrays, unique
 from tokfst_cli.automata.fst_io import cached_fst
 from tokfst_cli.automata.graph import kept_states, trim_mask
 from tokfst_cli.errors import EmptyLanguageError
@@ -179,7 +179,7 @@ def restrict(model: TokenizerModel, fst: pynini.Fst, steps: list[tuple[str, Call
 def _labels(ilabel: np.ndarray, size: int) -> np.ndarray:
     """The distinct labels (sorted, < ``size``): a sort for few arcs, a scatter over the labels else."""
     if len(ilabel) * 8 < size:
-        return np.unique(ilabel)
+        return unique(ilabel)
     seen = np.zeros(size, bool)
     seen[ilabel] = True
     return np.flatnonzero(seen)

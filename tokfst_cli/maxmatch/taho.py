@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 import pynini
 
-from tokfst_cli.automata.arrays import fst_from_arrays
+from tokfst_cli.automata.arrays import fst_from_arrays, unique
 from tokfst_cli.automata.fsts import linear
 from tokfst_cli.automata.symbols import MARKER, UNKSYM
 from tokfst_cli.errors import InternalError
@@ -153,7 +153,7 @@ def _table(tries: Tries) -> _Table:
     gsrc = np.array([u for u, g in enumerate(tries.goto) for _ in g], dtype=np.int64)
     gbyte = np.array([c for g in tries.goto for c in g], dtype=np.int64)
     gdst = np.array([v for g in tries.goto for v in g.values()], dtype=np.int64)
-    alphabet = np.unique(gbyte)
+    alphabet = unique(gbyte)
     col_of = np.zeros(256, dtype=np.int64)
     col_of[alphabet] = np.arange(len(alphabet))
     goto = np.full((n, len(alphabet)), _NULL, dtype=np.int32)
@@ -248,7 +248,7 @@ def _moore(delta: np.ndarray, final: np.ndarray) -> np.ndarray:
     weights = np.random.default_rng(0).integers(1, 2**62, size=delta.shape[1] + 1, dtype=np.int64)
     for exact in (False, True):
         cls = final.astype(np.int64)
-        count = len(np.unique(cls))
+        count = len(unique(cls))
         while True:
             succ = cls[delta]
             if exact:

@@ -20,7 +20,7 @@ import numpy as np
 import pynini
 
 from tokfst_cli.automata import label_classes
-from tokfst_cli.automata.arrays import FstArrays, fst_arrays
+from tokfst_cli.automata.arrays import FstArrays, fst_arrays, unique
 from tokfst_cli.errors import EmptyLanguageError, InputError, LimitError
 from tokfst_cli.promotion.trie import MAX_CELLS
 from tokfst_cli.support.files import pack, unpack
@@ -65,7 +65,7 @@ class ByteTable:
         d = 0
         while len(frontier):
             d += 1
-            reached = np.unique(src[np.isin(dst, frontier)])
+            reached = unique(src[np.isin(dst, frontier)])
             frontier = reached[dist[reached] > d]
             dist[frontier] = d
         return dist
@@ -83,7 +83,7 @@ def of_arrays(a: FstArrays, source: str, max_cells: int = MAX_CELLS,
     present[a.ilabel] = True
     if classes is not None:  # a byte is its representative's: coarser classes of classes
         rep, present = rep[classes.rep], present[classes.rep]
-    reps = np.unique(rep[present])  # the classes of the bytes on some arc, by their first byte
+    reps = unique(rep[present])  # the classes of the bytes on some arc, by their first byte
     label_class = np.zeros(LABELS, np.int32)
     label_class[:label_classes.BYTES] = np.where(present, np.searchsorted(reps, rep) + 1, 0)
     cells = (n + 1) * (len(reps) + 1)

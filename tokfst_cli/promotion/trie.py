@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import pynini
 
-from tokfst_cli.automata.arrays import FstArrays, fst_arrays
+from tokfst_cli.automata.arrays import FstArrays, fst_arrays, unique
 from tokfst_cli.automata.graph import kept_states, trim_mask
 from tokfst_cli.errors import LimitError
 from tokfst_cli.promotion.lexicon import lexicon as read
@@ -66,7 +66,7 @@ def from_lexicon(lexicon: pynini.Fst) -> TokenTrie | None:
     token = t.olabel.astype(np.int64) - 1
     ends = t.ilabel[(t.src == root) & ~inner]
     return TokenTrie(root, hi - count, hi, labels, column.ravel(), token, t.nextstate.astype(np.int64),
-                     len(np.unique(ends[ends <= 256])) == 256)
+                     len(unique(ends[ends <= 256])) == 256)
 
 
 _GIVEN: OrderedDict[int, tuple[pynini.Fst, TokenTrie | None]] = OrderedDict()  # id(T) -> (T, its trie), a few
@@ -179,10 +179,22 @@ def walk(trie: TokenTrie, delta: np.ndarray, origins: np.ndarray, max_states: in
             tok.append(token[last])
             dst.append(state[last])
         node, origin, state = trie.next[arc[~last]], origin[~last], state[~last]
-        seen += _distinct(node, state, width, scratch) if exact else len(node)
+        seen += _distinct_past(node, state, width, scratch, max_states - seen) if exact else len(node)
         if seen > max_states:
             raise _Recount
     return src, tok, dst, seen - used
+
+
+def _distinct_past(node: np.ndarray, state: np.ndarray, width: int, scratch: np.ndarray | None, budget: int) -> int:
+    """:func:`_distinct`, or the distinct pairs of a prefix of the level once they pass ``budget``
+    (a refusal costs a few times the budget, not the whole level)."""
+    k = max(budget, 0) + 1
+    while k < len(node):
+        d = _distinct(node[:k], state[:k], width, scratch)
+        if d > budget:
+            return d
+        k *= 4
+    return _distinct(node, state, width, scratch)
 
 
 def _distinct(node: np.ndarray, state: np.ndarray, width: int, scratch: np.ndarray | None) -> int:
@@ -190,8 +202,9 @@ def _distinct(node: np.ndarray, state: np.ndarray, width: int, scratch: np.ndarr
     a state of T and a state of A), each pair writes its index and the pairs that read their
     own back are the distinct ones; else a sort."""
     key = node * width + state
-    if scratch is None:
-        return len(np.unique(key))
+    if scratch is None:  # a sort: np.unique's hashing is far slower on large int64 arrays (numpy 2.4)
+        key = np.sort(key.astype(np.uint32) if node.max(initial=0) < (1 << 32) // width else key)
+        return int(len(key) > 0) + int(np.count_nonzero(key[1:] != key[:-1]))
     mark = np.arange(len(key), dtype=np.int32)
     scratch[key] = mark
     return int(np.count_nonzero(scratch[key] == mark))
@@ -226,6 +239,8 @@ def token_arcs(model, a: FstArrays, max_states: int, marked: bool = False, trim:
                 raise
             src, tok, dst, _ = walk(trie, delta, np.arange(n), max_states, n, exact=True)
     except _Recount:  # pairs from every state passed the limit: those from the states the start reaches?
+        if trim and trie.all_bytes:  # every state of a trim A is reached through its bytes' tokens
+            raise LimitError("A o T", "max_states", max_states, remedy="simplify") from None
         origins = np.flatnonzero(_reached(trie, delta, a, max_states))
         try:
             src, tok, dst, _ = walk(trie, delta, origins, max_states, len(origins), exact=True)
@@ -258,7 +273,7 @@ def _reached(trie: TokenTrie, delta: np.ndarray, a: FstArrays, max_states: int) 
             raise LimitError("A o T", "max_states", max_states, remedy="simplify") from None
         used += seen
         targets = np.concatenate(d) if d else np.zeros(0, np.int64)
-        frontier = np.unique(targets[~reached[targets]])
+        frontier = unique(targets[~reached[targets]])
         reached[frontier] = True
         used += len(frontier)
     return reached

@@ -397,7 +397,7 @@ def _check_values(node: dict) -> None:
                           keyword=key)
 
     t = node.get("type")
-    if t is not None and not (t in _TYPE_NAMES if isinstance(t, str)
+    if "type" in node and not (t in _TYPE_NAMES if isinstance(t, str)
                               else isinstance(t, list) and all(x in _TYPE_NAMES for x in t)):
         raise bad("type", "a type name or a list of them")
     for key in ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties",
@@ -414,7 +414,7 @@ def _check_values(node: dict) -> None:
     for key in ("properties", "patternProperties", "dependentSchemas", "dependentRequired", "dependencies"):
         if key in node and not isinstance(node[key], dict):
             raise bad(key, "an object")
-    for key in ("$ref", "pattern"):
+    for key in ("$ref", "pattern", "format"):
         if key in node and not isinstance(node[key], str):
             raise bad(key, "a string")
     if "multipleOf" in node and numbers.decimal(node["multipleOf"], "multipleOf") <= 0:

@@ -28,9 +28,11 @@ from tokfst_cli.support.files import atomic_write, seal, unseal
 
 KINDS = {  # entry name prefix -> what it holds (longest prefix first when matching)
     "lexicon": "lexicon transducer T (promote)",
+    "tokenizer": "a large tokenizer.json as read (tokens, surfaces, merges), by its bytes",
     "model-lexicon": "lexicon T_M over model texts, boundary passed through (canonical BPE)",
     "pretok": "normalizer and pre-tokenizer transducer P (canonical BPE)",
     "bpe": "implicit A_BPE (compile-bpe, canonical BPE)",
+    "bpe-classes": "the implicit A_BPE's token classes (its states; canonical BPE)",
     "taho": "T_Aho (compile-maxmatch, --method aho)",
     "pretables": "normalizer and pre-tokenizer tables (WordPiece P)",
     "preout": "pre-tokenized text language (WordPiece P)",

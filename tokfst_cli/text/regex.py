@@ -30,7 +30,7 @@ from tokfst_cli.automata.fsts import ranges_acceptor, text_acceptor
 from tokfst_cli.automata.symbols import byte_table
 from tokfst_cli.errors import EmptyLanguageError, InputError, LimitError, UsageError
 from tokfst_cli.support.progress import report
-from tokfst_cli.text import anchors, groups
+from tokfst_cli.text import anchors, fold, groups
 from tokfst_cli.text.terminals import KIND_NAMES, PLACEHOLDER_BASE, TOKEN_GROUPS
 
 Ranges = list[tuple[int, int]]
@@ -335,8 +335,9 @@ class _Builder:
     """
 
     def __init__(self, pattern: str, max_states: int, small: int | None = None, closure_budget: int | None = None,
-                 chain_check=None, root=None, groups: list | None = None):
+                 chain_check=None, root=None, groups: list | None = None, fold: bool = False):
         self.pattern, self.max_states = pattern, max_states
+        self.fold = fold  # concatenations built from the right, minimized at every step (text.fold)
         self.groups = groups or []  # groups.Group per placeholder (Koo et al. 2024 Sec. 2.5)
         self.small = SMALL_REPETITION if small is None else small
         self.closure_budget = max_states if closure_budget is None else closure_budget
@@ -368,18 +369,13 @@ class _Builder:
                                   groups.automaton(self.groups[g], lambda p: compile_regex(p, self.max_states).fst))
             return self.memo[key].copy()
         if isinstance(node, ip._Concatenation):
+            parts = self._parts(node.parts)
+            if self.fold:
+                return fold.concatenation(parts, self.dfa)
             f = pynini.accep("")
-            run: list[str] = []  # consecutive single characters: one linear acceptor of their UTF-8
-            for part in node.parts:
-                c = _single_char(part)
-                if c is not None:
-                    run.append(c)
-                    continue
-                if run:
-                    f.concat(text_acceptor("".join(run)))
-                    run = []
-                f.concat(self.build(part))
-            return f.concat(text_acceptor("".join(run))) if run else f
+            for part in parts:
+                f.concat(part)
+            return f
         if isinstance(node, ip.Pattern):
             if not node.options:
                 return pynini.Fst()  # no alternative: the empty language
@@ -390,6 +386,27 @@ class _Builder:
                 self.memo[node] = self.repeat(*flatten(node))
             return self.memo[node].copy()
         raise AssertionError(f"unexpected regex node {node!r}")  # _needs_interegular routes the rest
+
+    def _parts(self, parts: list) -> list:
+        """A concatenation's parts: runs of single characters as one linear acceptor of their UTF-8;
+        when folding (:func:`fold.concatenation`), a bounded repetition of a finite group followed by
+        something as (its minimal DFA, m, n)."""
+        out: list = []
+        run: list[str] = []
+        for i, part in enumerate(parts):
+            c = _single_char(part)
+            if c is not None:
+                run.append(c)
+                continue
+            if run:
+                out.append(text_acceptor("".join(run)))
+                run = []
+            folded = self.fold and isinstance(part, ip._Repeated) and i < len(parts) - 1
+            base, m, n = flatten(part) if folded else (None, 0, None)
+            x = self.dfa(self.build(base), "the byte automaton of a repeated group") if n else None
+            finite = x is not None and x.properties(pynini.ACYCLIC, True) == pynini.ACYCLIC
+            out.append((x, m, n) if finite else self.build(part))
+        return out + ([text_acceptor("".join(run))] if run else [])
 
     def repeat(self, node, m: int, n: int | None) -> pynini.Fst:
         if n == 0:
@@ -465,6 +482,25 @@ class _Builder:
                               [copies * width] if n is not None else [])
         finals[junctions[m:].astype(np.int64)] = True
         return fst_from_arrays(states, entry, finals, all_src, all_lab, all_lab, all_dst)
+
+
+PROBE_STATES = 1 << 12  # subset states (at least 4 per NFA state) before the folded construction is tried
+
+
+def _built(pattern: str, tree, max_states: int, chain_check, special: list) -> pynini.Fst:
+    """The DFA of the parse tree: Thompson's NFA determinized once; past ``PROBE_STATES`` subsets (or
+    4 per NFA state), concatenations folded from the right (:mod:`text.fold`), whose steps stay near the
+    minimal size."""
+    def builder(folded: bool) -> _Builder:
+        return _Builder(pattern, max_states, chain_check=chain_check, root=_sole_repetition(tree), groups=special,
+                        fold=folded)
+
+    nfa = builder(False).build(tree)
+    probe = min(max_states, max(PROBE_STATES, 4 * nfa.num_states()))
+    f = determinize_bounded(nfa, probe)
+    if f.num_states() <= probe or probe == max_states:
+        return f
+    return determinize_bounded(builder(True).build(tree), max_states)
 
 
 def _sole_repetition(tree):
@@ -628,10 +664,9 @@ def compile_regex(pattern: str, max_states: int = 1_000_000, chain_check=None) -
                              "drop the inline flag or construct") from None
         except (ValueError, TypeError, KeyError, RecursionError, NotImplementedError) as e:
             raise InputError(f"regex {shown(pattern)} cannot be compiled: {e}", "simplify the pattern") from None
+        f = determinize_bounded(nfa, max_states)
     else:
-        nfa = _Builder(pattern, max_states, chain_check=chain_check, root=_sole_repetition(tree),
-                       groups=special).build(tree)
-    f = determinize_bounded(nfa, max_states)
+        f = _built(pattern, tree, max_states, chain_check, special)
     if f.num_states() > max_states:
         raise LimitError(f"the byte automaton of regex {shown(pattern)}", "max_states", max_states, remedy="simplify")
     f.connect().minimize()

@@ -38,7 +38,7 @@ import numpy as np
 import pynini
 
 from tokfst_cli.automata import utf8
-from tokfst_cli.automata.arrays import fst_arrays, fst_from_arrays
+from tokfst_cli.automata.arrays import fst_arrays, fst_from_arrays, unique
 from tokfst_cli.tokenizer.model import TokenizerModel
 
 _ALL = [(0, utf8.MAX_CODE_POINT)]
@@ -204,7 +204,7 @@ class _Table:
         for seq in seqs:
             cur = [q]
             for lo, hi in seq:
-                cur = np.unique(np.concatenate([self.row(s)[lo:hi + 1] for s in cur]))
+                cur = unique(np.concatenate([self.row(s)[lo:hi + 1] for s in cur]))
                 if cur[0] < 0:
                     out.add(-1)
                     cur = cur[1:].tolist()

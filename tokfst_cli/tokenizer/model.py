@@ -9,9 +9,11 @@ word-internal. Added and special tokens have no surface and stay out of every au
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
+import pickle
 import re
 import tempfile
 from collections.abc import Iterator
@@ -22,8 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from tokfst_cli.errors import InputError
+from tokfst_cli.support import cache
 from tokfst_cli.support.cache import cache_dir
 from tokfst_cli.support.files import atomic_write
+from tokfst_cli.support.meta import __version__
 
 BUNDLED = ("gpt2",)
 HUB_NAME = re.compile(r"[\w.-]+/[\w.-]+")  # a Hugging Face hub repository: org/name
@@ -201,17 +205,44 @@ def _kept(text: str) -> Path:
     return path
 
 
+KEPT_FROM = 1 << 18  # tokenizer.json files from this size are kept read in the cache (by their bytes)
+KEPT_FORMAT = 1
+
+
 def _load_file(path: Path) -> TokenizerModel:
     try:
         raw = path.read_bytes()
     except OSError as e:
         raise InputError(f"cannot read tokenizer {path}: {e.strerror or e}", "give a readable tokenizer.json") from None
+    entry = None
+    if len(raw) >= KEPT_FROM:
+        digest = hashlib.sha256(raw + f"/{__version__}/{KEPT_FORMAT}".encode()).hexdigest()[:32]
+        entry = cache_dir() / f"v{KEPT_FORMAT}-tokenizer-{digest}.tokfst"
+        kept = _read_kept(entry, str(path))
+        if kept is not None:
+            return kept
     try:
         data = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         why = "nested too deeply" if isinstance(e, RecursionError) else str(e)
         raise InputError(f"cannot read tokenizer {path}: not JSON ({why})", "give a valid tokenizer.json") from None
-    return from_json(data, source=str(path))
+    model = from_json(data, source=str(path))
+    if entry is not None:
+        fields = {f.name: getattr(model, f.name) for f in dataclasses.fields(model) if f.name != "source"}
+        cache.store(entry, pickle.dumps(fields, protocol=pickle.HIGHEST_PROTOCOL))
+    return model
+
+
+def _read_kept(entry: Path, source: str) -> TokenizerModel | None:
+    """A large tokenizer.json as read before (tokens, surfaces, merges: a tenth of the JSON's time),
+    from the cache entry named by its bytes; None when absent or unreadable."""
+    data = cache.load(entry)
+    if data is None:
+        return None
+    try:
+        return TokenizerModel(**pickle.loads(data), source=source)
+    except Exception:  # an entry of another layout: read the JSON again
+        return None
 
 
 def foreign(source: str, built: str | None, model: "TokenizerModel | str") -> InputError:

@@ -1,0 +1,1 @@
+"""Tests of ``tokfst compile-batch`` and :mod:`tokfst_cli.batch`."""
