@@ -234,7 +234,7 @@ def test_a_bit_flip_is_refused_or_harmless(kind, section, data):
 def test_truncation_is_refused(kind, data):
     cut = data.draw(st.integers(0, len(ARTIFACTS[kind]) - 1))
     damaged = ARTIFACTS[kind][:cut]
-    if kind == "fst":  # cut inside the seal or just before it: a plain, intact OpenFst file
+    if kind == "fst":  # cut just before the seal: a plain, intact OpenFst file (inside it: truncated)
         refused_or_same(kind, damaged)
     elif kind == "fst-plain":
         try:

@@ -55,6 +55,9 @@ _EXPORTS = {  # public name -> (module, attribute)
     "EmptyLanguageError": ("tokfst_cli.errors", "EmptyLanguageError"),
     "DisallowedTokenError": ("tokfst_cli.errors", "DisallowedTokenError"),
     "UsageError": ("tokfst_cli.errors", "UsageError"),
+    "TokenTypeError": ("tokfst_cli.errors", "TokenTypeError"),
+    "TokenRangeError": ("tokfst_cli.errors", "TokenRangeError"),
+    "ForeignStateError": ("tokfst_cli.errors", "ForeignStateError"),
     "DeadEnd": ("tokfst_cli.errors", "DeadEnd"),
     "InternalError": ("tokfst_cli.errors", "InternalError"),
 }

@@ -8,6 +8,10 @@ A decoder walks a constraint one token at a time, as a language model's decoding
     advance(state, token)   the next state; ``DisallowedTokenError`` if the token is not allowed
     is_final(state)         may the sequence end here?
 
+Misuse raises the same in every kind: ``TokenTypeError`` for a token that is not an integer,
+``TokenRangeError`` for an id outside the vocabulary, ``ForeignStateError`` for a state that is
+not the decoder's (``decoding.matcher.token_id`` and ``check_state``; docs/decoding.md).
+
 Implementations: :class:`FstDecoder` (a materialized ``.fst``), :class:`IndexDecoder` (the
 ``tokfst-index`` JSON), ``bpe.product.Factorized`` (``tokfst-factorized``) and
 ``maxmatch.product.Canonical`` (``tokfst-factorized-maxmatch``). :func:`load` picks the
@@ -32,8 +36,8 @@ import pynini
 from tokfst_cli.automata.arrays import FstArrays, fst_arrays
 from tokfst_cli.automata.fst_io import FST_MAGIC
 from tokfst_cli.decoding.healing import Healing
-from tokfst_cli.decoding.matcher import Steps, pack
-from tokfst_cli.errors import DisallowedTokenError, InputError, UsageError
+from tokfst_cli.decoding.matcher import Steps, check_state, int_state, pack, token_id
+from tokfst_cli.errors import DisallowedTokenError, ForeignStateError, InputError, UsageError
 from tokfst_cli.grammar.pushdown import Pushdown, from_fst
 from tokfst_cli.support.files import read_artifact
 from tokfst_cli.tokenizer.model import TokenizerModel, foreign
@@ -96,17 +100,24 @@ class _Table(Steps):
         words.setflags(write=False)
         return words
 
+    def is_state(self, state: Any) -> bool:
+        return int_state(state, len(self._finals))
+
     def bitmask(self, state: int) -> np.ndarray:
         """``mask(state)`` as packed int32 words (read-only, shared by the states of one mask)."""
-        r = state if self._rows is None else self._rows[state]
-        if self._views is not None:
-            return self._views[r]
-        r = int(r)
-        got = self._lazy.get(r)
-        if got is None:
-            got = self._lazy[r] = self._packed(self._labels[self._loff[r]:self._loff[r + 1]],
-                                               np.array([0, self._loff[r + 1] - self._loff[r]]))[0]
-        return got
+        try:
+            r = state if self._rows is None else self._rows[state]
+            if self._views is not None:
+                return self._views[r]
+            r = int(r)
+            got = self._lazy.get(r)
+            if got is None:
+                got = self._lazy[r] = self._packed(self._labels[self._loff[r]:self._loff[r + 1]],
+                                                   np.array([0, self._loff[r + 1] - self._loff[r]]))[0]
+            return got
+        except Exception:
+            check_state(self, state)
+            raise
 
     def arcs(self, state: int) -> tuple[np.ndarray, np.ndarray]:
         """Token ids (sorted) and next states of ``state``."""
@@ -118,7 +129,11 @@ class _Table(Steps):
 
     def mask(self, state: int) -> np.ndarray:
         m = np.zeros(self.vocab_size, bool)
-        labels = self.arcs(state)[0]
+        try:
+            labels = self.arcs(state)[0]
+        except Exception:
+            check_state(self, state)
+            raise
         if self.terminals:
             for j in labels[labels >= self.vocab_size].tolist():
                 m |= self.terminals[j - self.vocab_size]
@@ -127,14 +142,20 @@ class _Table(Steps):
         return m
 
     def advance(self, state: int, token: int) -> int:
-        r = state if self._rows is None else self._rows[state]
-        a, b = self._loffs[r], self._loffs[r + 1]
-        row = self._labels[a:b]
-        i = int(row.searchsorted(token))
-        if i < b - a and row.item(i) == token and token < self.vocab_size:
-            return self._nexts.item(self._noffs[state] + i)
-        labels, nexts = self.arcs(state)
-        if self.terminals and 0 <= token < self.vocab_size:
+        if type(token) is not int or not 0 <= token < self.vocab_size:
+            token = token_id(token, self.vocab_size)
+        try:
+            r = state if self._rows is None else self._rows[state]
+            a, b = self._loffs[r], self._loffs[r + 1]
+            row = self._labels[a:b]
+            i = int(row.searchsorted(token))
+            if i < b - a and row.item(i) == token:
+                return self._nexts.item(self._noffs[state] + i)
+            labels, nexts = self.arcs(state)
+        except Exception:
+            check_state(self, state)
+            raise
+        if self.terminals:
             at = int(np.searchsorted(labels, self.vocab_size))
             for j, nxt in zip(labels[at:].tolist(), nexts[at:].tolist()):
                 if self.terminals[j - self.vocab_size][token]:
@@ -142,7 +163,9 @@ class _Table(Steps):
         raise DisallowedTokenError(token, state)
 
     def is_final(self, state: int) -> bool:
-        return 0 <= state < len(self._finals) and bool(self._finals[state])
+        if (type(state) is int and 0 <= state < len(self._finals)) or self.is_state(state):
+            return bool(self._finals[state])
+        raise ForeignStateError(state, type(self).__name__)
 
 
 def _readable(a: np.ndarray | None) -> list[int] | memoryview | None:

@@ -89,6 +89,43 @@ class UsageError(TokfstError, ValueError):
     exit_code = 2
 
 
+class TokenTypeError(TokfstError, TypeError):
+    """A decoder given a token that is not an integer (a float, a bool, a string; numpy integers
+    are integers): the same in every decoder kind (``decoding.matcher.token_id``)."""
+
+    exit_code = 2
+
+    def __init__(self, token: Any):
+        super().__init__(f"a token id is an integer, not {type(token).__name__} {token!r}"[:200],
+                         "pass int(token)", token=token)
+        self.token = token
+
+
+class TokenRangeError(DisallowedTokenError):
+    """A decoder given a token id outside its vocabulary (``0 <= token < vocab_size``): the same in
+    every decoder kind. A :class:`DisallowedTokenError` (such an id is never allowed), so a
+    Matcher's ``accept_token`` answers False for it."""
+
+    exit_code = 2
+
+    def __init__(self, token: int, vocab_size: int):
+        TokfstError.__init__(self, f"token id {token} is outside the vocabulary (ids 0 to {vocab_size - 1})",
+                             "check the tokenizer the decoder was built for", token=token, vocab_size=vocab_size)
+        self.token, self.state, self.vocab_size = token, None, vocab_size
+
+
+class ForeignStateError(UsageError):
+    """A decoder given a state that is not one of its own (another decoder's, or no state at all),
+    where that can be told cheaply: the same in every decoder kind (``decoding.matcher.foreign``)."""
+
+    def __init__(self, state: Any, decoder: str):
+        shown = repr(state)
+        shown = shown if len(shown) <= 80 else shown[:77] + "..."
+        super().__init__(f"{shown} is not a state of this {decoder}",
+                         "pass a state this decoder returned (initial() or advance())", state=state, decoder=decoder)
+        self.state = state
+
+
 class DeadEnd(TokfstError, RuntimeError):
     """A state with an empty mask where the sequence may not end (a factorized form's dead end)."""
 

@@ -12,13 +12,13 @@ Schema from pydantic, an optional dependency).
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import Any
 
 from tokfst_cli import constraint, pipeline
 from tokfst_cli.errors import InputError
 from tokfst_cli.filters.compose import NONE, Filters
 from tokfst_cli.grammar.pushdown import Pushdown
+from tokfst_cli.schema.refs import loads
 from tokfst_cli.tokenizer.model import load as load_tokenizer
 
 SCHEMA_OPTIONS = ("whitespace", "max_depth", "lenient", "any_order", "max_states", "recursion")
@@ -29,10 +29,7 @@ def schema_document(schema: Any) -> dict | bool:
     if isinstance(schema, (dict, bool)):
         return schema
     if isinstance(schema, (str, bytes)):
-        try:
-            return json.loads(schema)
-        except (json.JSONDecodeError, RecursionError, UnicodeDecodeError) as e:
-            raise InputError(f"the schema is not JSON: {e}", "give JSON Schema text, a dict or a model class") from None
+        return loads(schema)  # InputError: not JSON, or nested past the limit (its depth and the limit)
     if isinstance(schema, type) and hasattr(schema, "model_json_schema"):  # a Pydantic model class
         return schema.model_json_schema()
     if isinstance(schema, type) and dataclasses.is_dataclass(schema):

@@ -106,7 +106,8 @@ def test_a_full_device_is_a_one_line_runtime_error(files):
     if not os.path.exists("/dev/full"):
         pytest.skip("no /dev/full")
     r = run("promote", files["tok"], "/dev/full", "-e", PATTERN)
-    assert r.rc == 1 and len(r.err_lines) == 1 and "No space left" in r.err_lines[0], r.err_lines
+    assert r.rc == 1 and len(r.err_lines) == 1 and "no space left on device writing /dev/full" in r.err_lines[0], \
+        r.err_lines
     assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
 
 

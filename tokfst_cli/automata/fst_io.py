@@ -15,7 +15,15 @@ import pynini
 from tokfst_cli.errors import InputError
 from tokfst_cli.support import cache
 from tokfst_cli.support.cache import cache_dir
-from tokfst_cli.support.files import FORMAT_VERSION, quiet_native_stderr, read_input, seal, unseal, write_bytes
+from tokfst_cli.support.files import (
+    FORMAT_VERSION,
+    cut_seal,
+    quiet_native_stderr,
+    read_input,
+    seal,
+    unseal,
+    write_bytes,
+)
 
 
 def fst_bytes(fst: pynini.Fst, sealed: bool = True) -> bytes:
@@ -27,9 +35,9 @@ def fst_bytes(fst: pynini.Fst, sealed: bool = True) -> bytes:
     return seal(data) if sealed else data
 
 
-def write_fst(out: str | None, fst: pynini.Fst) -> None:
-    """A sealed OpenFst file to OUT (see :func:`write_bytes`)."""
-    write_bytes(out, fst_bytes(fst))
+def write_fst(out: str | None, fst: pynini.Fst, final: bool = False) -> None:
+    """A sealed OpenFst file to OUT (see :func:`write_bytes`, and its ``final``)."""
+    write_bytes(out, fst_bytes(fst), final)
 
 
 FST_FIX = "give a .fst written by tokfst or OpenFst"
@@ -110,12 +118,12 @@ def check_openfst(data: bytes, source: str, fix: str = FST_FIX, hint: str | None
         string()
         take("<q")
         (size,) = take("<q")
-        if size < 0 or size > (n - pos) // 12:
-            raise bad("damaged symbol table")
+        if size < 0 or size > (n - pos) // 12:  # more symbols than bytes left
+            raise bad("truncated or damaged symbol table")
         for _ in range(size):
             (length,) = struct.unpack_from("<i", data, pos) if pos + 4 <= n else (-1,)
             if length < 0 or pos + 4 + length + 8 > n:
-                raise bad("damaged symbol table")
+                raise bad("truncated or damaged symbol table")
             pos += 4 + length + 8
 
     if n < 4 or take("<i")[0] != FST_MAGIC:
@@ -137,7 +145,7 @@ def check_openfst(data: bytes, source: str, fix: str = FST_FIX, hint: str | None
     if flags & 2:
         symbols()
     if num_states < -1 or num_states > (n - pos) // (weight + 8):
-        raise bad("damaged state count")
+        raise bad("truncated or damaged state count")
     if not -1 <= start < max(num_states, 0) and not (num_states == -1 and start >= -1):
         raise bad("damaged start state")
     arc = 12 + weight
@@ -151,6 +159,8 @@ def check_openfst(data: bytes, source: str, fix: str = FST_FIX, hint: str | None
             raise bad("truncated or damaged arc count")
         pos += narcs * arc
         states += 1
+    if cut_seal(data[pos:]):  # tokfst's file, its seal cut short (a copy or download stopped)
+        raise InputError(f"{source} is truncated (its tokfst seal is cut short)", fix, hint=hint)
     out = bytearray(data[:pos])
     struct.pack_into("<Q", out, props_at, _PROPS_EXPANDED_MUTABLE)
     return bytes(out)

@@ -174,14 +174,10 @@ def _source(task: Task):
     o = task.options
     finite = o.canonical or o.format != "fst" or o.filters.text_level() or o.filters.token_level()
     if task.kind == "schema":
-        import json  # deferred: start-up: only this path needs it
-
         from tokfst_cli.grammar.schema import compile_json  # deferred: start-up: only this path needs it
+        from tokfst_cli.schema.refs import loads  # deferred: start-up: only this path needs it
 
-        try:
-            doc = json.loads(task.text)
-        except (json.JSONDecodeError, RecursionError) as e:
-            raise InputError(f"schema file {task.input} is not JSON: {e}", "give a JSON Schema document") from None
+        doc = loads(task.text, f"schema file {task.input}")  # not JSON, or nested too deeply: refused
         return compile_json(doc, recursion="cut" if finite else "auto", whitespace=o.whitespace,
                             max_states=o.max_states).automaton
     if task.kind == "grammar":

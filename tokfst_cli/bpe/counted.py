@@ -19,7 +19,7 @@ import pynini
 from tokfst_cli.automata.bitsets import as_int32, as_words
 from tokfst_cli.bpe.implicit import ImplicitBpe
 from tokfst_cli.bpe.product import Factorized, sorted_arcs_reader
-from tokfst_cli.decoding.matcher import Steps, unpack
+from tokfst_cli.decoding.matcher import Steps, check_state, int_state, token_id, unpack
 from tokfst_cli.errors import DisallowedTokenError, UsageError
 
 
@@ -31,6 +31,7 @@ class CountedFactorized(Steps):
             raise UsageError("the co-reachability table has no distances (compute it with limit=N)")
         self.base, self.limit = base, limit
         self.live, self.word, self.imp = base.live, base.word, base.imp
+        self.vocab_size = base.imp.vocab_size
         self.finals, self.start = base.finals, base.start
         self.marked = not isinstance(base, Factorized)
 
@@ -45,27 +46,46 @@ class CountedFactorized(Steps):
     def initial(self) -> tuple[Any, int]:
         return (self.base.initial(), 0)
 
+    def is_state(self, state: Any) -> bool:
+        return (type(state) is tuple and len(state) == 2 and self.base.is_state(state[0])
+                and int_state(state[1], self.limit + 1))
+
     def mask(self, state: tuple[Any, int]) -> np.ndarray:
         return unpack(self.bitmask(state), self.imp.vocab_size)
 
     def bitmask(self, state: tuple[Any, int], out: np.ndarray | None = None) -> np.ndarray:
         """``mask(state)`` as packed int32 words (into ``out`` if given)."""
-        inner, k = state
-        return as_int32(self.live.words(self._members(inner), as_words(out), budget=self.limit - k - 1))
+        try:
+            inner, k = state
+            return as_int32(self.live.words(self._members(inner), as_words(out), budget=self.limit - k - 1))
+        except Exception:
+            check_state(self, state)
+            raise
 
     def advance(self, state: tuple[Any, int], token: int) -> tuple[Any, int]:
-        inner, k = state
-        budget = self.limit - k - 1
-        for p, cls, fb, node in self._members(inner):
-            labels = self.base.arcs(p)[0]
-            i = int(np.searchsorted(labels, token))
-            if (i < len(labels) and labels[i] == token and self.word.allows(cls, fb, token)
-                    and self.live.far_next(p, cls, fb, node)[i] <= budget):
-                return (self.base.advance(inner, token), k + 1)
+        if type(token) is not int or not 0 <= token < self.vocab_size:
+            token = token_id(token, self.vocab_size)
+        try:
+            inner, k = state
+            budget = self.limit - k - 1
+            for p, cls, fb, node in self._members(inner):
+                labels = self.base.arcs(p)[0]
+                i = int(np.searchsorted(labels, token))
+                if (i < len(labels) and labels[i] == token and self.word.allows(cls, fb, token)
+                        and self.live.far_next(p, cls, fb, node)[i] <= budget):
+                    return (self.base.advance(inner, token), k + 1)
+        except Exception:
+            check_state(self, state)
+            raise
         raise DisallowedTokenError(token, state)
 
     def is_final(self, state: tuple[Any, int]) -> bool:
-        return self.base.is_final(state[0])
+        try:
+            inner, _ = state
+            return self.base.is_final(inner)
+        except Exception:
+            check_state(self, state)
+            raise
 
 
 def factorize(agnostic: pynini.Fst, imp: ImplicitBpe, limit: int | None = None):

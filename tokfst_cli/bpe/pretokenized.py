@@ -17,6 +17,7 @@ determinizes and minimizes (materialized), or the subset construction runs at lo
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pynini
@@ -26,10 +27,10 @@ from tokfst_cli.automata.bitsets import as_int32, as_words
 from tokfst_cli.bpe.counted import counted
 from tokfst_cli.bpe.implicit import ImplicitBpe
 from tokfst_cli.bpe.liveness import compute
-from tokfst_cli.bpe.product import sorted_arcs_reader
+from tokfst_cli.bpe.product import is_member, sorted_arcs_reader
 from tokfst_cli.bpe.word import START, Word
-from tokfst_cli.decoding.matcher import Steps, unpack
-from tokfst_cli.errors import DisallowedTokenError, EmptyLanguageError, LimitError
+from tokfst_cli.decoding.matcher import Steps, check_state, token_id, unpack
+from tokfst_cli.errors import DisallowedTokenError, EmptyLanguageError, ForeignStateError, LimitError
 
 Member = tuple[int, int, int, int]  # (state of S_M or R, class, fallback state, trie node)
 
@@ -117,6 +118,7 @@ class MarkedFactorized(Steps):
     def __init__(self, arcs: Callable[[int], tuple[np.ndarray, np.ndarray]], finals: np.ndarray, start: int,
                  imp: ImplicitBpe, live=None, limit: int | None = None):
         self._arcs, self.finals, self.start, self.imp = arcs, finals, start, imp
+        self.vocab_size = imp.vocab_size
         self.word = Word(imp)
         self.bound = imp.vocab_size
         self._cache: dict[int, tuple[np.ndarray, np.ndarray, int]] = {}
@@ -145,29 +147,52 @@ class MarkedFactorized(Steps):
     def initial(self) -> frozenset[Member]:
         return self._closure({(self.start, START, 0, 0)})
 
+    def is_state(self, state: Any) -> bool:
+        return type(state) is frozenset and all(is_member(m, len(self.finals)) for m in state)
+
     def mask(self, state: frozenset[Member]) -> np.ndarray:
         return unpack(self.bitmask(state), self.imp.vocab_size)
 
     def bitmask(self, state: frozenset[Member], out: np.ndarray | None = None) -> np.ndarray:
         """The union of the members' masks as packed int32 words: written into ``out`` (int32,
         one word per 32 token ids) if given, else a new or shared read-only array."""
-        return as_int32(self.live.words(state, as_words(out)))
+        if type(state) is not frozenset:
+            raise ForeignStateError(state, type(self).__name__)
+        try:
+            return as_int32(self.live.words(state, as_words(out)))
+        except Exception:
+            check_state(self, state)
+            raise
 
     def advance(self, state: frozenset[Member], token: int) -> frozenset[Member]:
+        if type(token) is not int or not 0 <= token < self.vocab_size:
+            token = token_id(token, self.vocab_size)
+        if type(state) is not frozenset:
+            raise ForeignStateError(state, type(self).__name__)
         nxt: set[Member] = set()
         live = False
-        for p, c, fb, node in state:
-            labels, nexts, _ = self.arcs(p)
-            i = int(np.searchsorted(labels, token))
-            if i < len(labels) and labels[i] == token and self.word.allows(c, fb, token):
-                nxt.add((int(nexts[i]), *self.word.after_one(c, fb, node, token)))
-                live = live or bool(self.live.live_next(p, c, fb, node)[i])
+        try:
+            for p, c, fb, node in state:
+                labels, nexts, _ = self.arcs(p)
+                i = int(np.searchsorted(labels, token))
+                if i < len(labels) and labels[i] == token and self.word.allows(c, fb, token):
+                    nxt.add((int(nexts[i]), *self.word.after_one(c, fb, node, token)))
+                    live = live or bool(self.live.live_next(p, c, fb, node)[i])
+        except Exception:
+            check_state(self, state)
+            raise
         if not live:
             raise DisallowedTokenError(token, state)
         return self._closure(nxt)
 
     def is_final(self, state: frozenset[Member]) -> bool:
-        return any(bool(self.finals[p]) and self.word.ends(c, fb, n) for p, c, fb, n in state)
+        if type(state) is not frozenset:
+            raise ForeignStateError(state, type(self).__name__)
+        try:
+            return any(bool(self.finals[p]) and self.word.ends(c, fb, n) for p, c, fb, n in state)
+        except Exception:
+            check_state(self, state)
+            raise
 
 
 def factorize(marked: pynini.Fst, imp: ImplicitBpe, limit: int | None = None):

@@ -12,6 +12,7 @@ mask(p, s) = allowed(p) minus BANNED(s), next((p, s), v) = (delta_S(p, v), step(
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pynini
@@ -23,7 +24,7 @@ from tokfst_cli.bpe.implicit import ImplicitBpe
 from tokfst_cli.bpe.liveness import compute
 from tokfst_cli.bpe.word import Word, stepper
 from tokfst_cli.decoding.index import by_label
-from tokfst_cli.decoding.matcher import Steps, unpack
+from tokfst_cli.decoding.matcher import Steps, check_state, int_state, token_id, unpack
 from tokfst_cli.errors import DisallowedTokenError, EmptyLanguageError, LimitError
 
 State = tuple[int, int, int, int]  # (state of S, class of last token | START | WHOLE, fallback state, trie node)
@@ -100,6 +101,13 @@ def materialize(agnostic: pynini.Fst, imp: ImplicitBpe, max_arcs: int = 2_000_00
     return f
 
 
+def is_member(state: Any, nstates: int) -> bool:
+    """Is ``state`` a product state (p, class, fallback state, ignore_merges node) with p one of
+    ``nstates`` states of S (the shape :meth:`Factorized.is_state` and its kin check)?"""
+    return (type(state) is tuple and len(state) == 4 and int_state(state[0], nstates)
+            and all(isinstance(x, (int, np.integer)) for x in state[1:]))
+
+
 class Factorized(Steps):
     """The agnostic automaton and the implicit A_BPE, combined at lookup time (Python API).
 
@@ -113,6 +121,7 @@ class Factorized(Steps):
         self.finals = finals
         self.start = start
         self.imp = imp
+        self.vocab_size = imp.vocab_size
         self.word = Word(imp)
         self._cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.live = (live(self.word, self.arcs3) if live is not None
@@ -138,6 +147,9 @@ class Factorized(Steps):
     def initial(self) -> State:
         return (self.start, START, 0, 0)
 
+    def is_state(self, state: Any) -> bool:
+        return is_member(state, len(self.finals))
+
     def mask(self, state: State) -> np.ndarray:
         """Bool mask over token ids: the tokens after which a canonical completion exists."""
         return unpack(self.bitmask(state), self.imp.vocab_size)
@@ -145,20 +157,34 @@ class Factorized(Steps):
     def bitmask(self, state: State, out: np.ndarray | None = None) -> np.ndarray:
         """``mask(state)`` as packed int32 words: written into ``out`` (int32, one word per 32
         token ids) if given, else a new or shared read-only array."""
-        return as_int32(self.live.words((state,), as_words(out)))
+        try:
+            return as_int32(self.live.words((state,), as_words(out)))
+        except Exception:
+            check_state(self, state)
+            raise
 
     def advance(self, state: State, token: int) -> State:
-        p, cls, fb, node = state
-        labels, nexts = self.arcs(p)
-        i = int(np.searchsorted(labels, token))
-        if not (i < len(labels) and labels[i] == token and self.word.allows(cls, fb, token)
-                and self.live.live_next(p, cls, fb, node)[i]):
-            raise DisallowedTokenError(token, state)
-        return (int(nexts[i]), *self.word.after_one(cls, fb, node, token))
+        if type(token) is not int or not 0 <= token < self.vocab_size:
+            token = token_id(token, self.vocab_size)
+        try:
+            p, cls, fb, node = state
+            labels, nexts = self.arcs(p)
+            i = int(np.searchsorted(labels, token))
+            if not (i < len(labels) and labels[i] == token and self.word.allows(cls, fb, token)
+                    and self.live.live_next(p, cls, fb, node)[i]):
+                raise DisallowedTokenError(token, state)
+            return (int(nexts[i]), *self.word.after_one(cls, fb, node, token))
+        except Exception:
+            check_state(self, state)
+            raise
 
     def is_final(self, state: State) -> bool:
-        p, cls, fb, node = state
-        return bool(self.finals[p]) and self.word.ends(cls, fb, node)
+        try:
+            p, cls, fb, node = state
+            return bool(self.finals[p]) and self.word.ends(cls, fb, node)
+        except Exception:
+            check_state(self, state)
+            raise
 
 
 

@@ -25,7 +25,7 @@ from tokfst_cli.cli.count import count_cmd
 from tokfst_cli.cli.doctor import doctor_cmd
 from tokfst_cli.cli.draw import draw_cmd
 from tokfst_cli.cli.encode import encode_cmd
-from tokfst_cli.cli.errors import MEMORY_LIMIT, TIME_LIMIT, exit_codes_line, word
+from tokfst_cli.cli.errors import LATE, MEMORY_LIMIT, TIME_LIMIT, exit_codes_line, word
 from tokfst_cli.cli.inspect import inspect_cmd
 from tokfst_cli.cli.output import OUT
 from tokfst_cli.cli.promote import promote_cmd
@@ -129,9 +129,11 @@ def main(supervise: bool | None = None) -> None:
     _over(program)
     stage = outcome.stage or f"tokfst {_command(argv)}"
     size = f" at size {outcome.size}" if outcome.size is not None else ""
+    given = _given(argv, "--timeout") or f"{timeout or 0:g}"  # as typed: --timeout 0.6 is 0.6 s
     if outcome.reason == "time":
-        OUT.say("tokfst: error: " + TIME_LIMIT.format(stage=stage, elapsed=outcome.elapsed, size=size,
-                                                      timeout=f"{timeout:g}"))
+        OUT.say("tokfst: error: " + TIME_LIMIT.format(stage=stage, size=size, timeout=given))
+    elif outcome.reason == "late":  # the output was in place before the limit: the run is finished
+        OUT.say("tokfst: " + LATE.format(timeout=given, grace=guard.GRACE))
     elif outcome.reason == "memory":
         peak = f" (peak {format_size(outcome.peak_rss)} resident)" if outcome.peak_rss else ""
         OUT.say("tokfst: error: " + MEMORY_LIMIT.format(stage=stage, limit=format_size(max_memory), size=peak))
@@ -194,6 +196,13 @@ def _global_options(argv: list[str]) -> tuple[dict[str, str], str] | None:
     return None
 
 
+def _given(argv: list[str], name: str) -> str | None:
+    """The text given to the global option ``name``, as typed (stripped)."""
+    found = _global_options(argv)
+    value = found[0].get(name) if found else None
+    return value.strip() if value is not None else None
+
+
 def _command(argv: list[str]) -> str:
     found = _global_options(argv)
     return found[1] if found and found[1] else "command"
@@ -236,6 +245,21 @@ def _temp_dirs(argv: list[str]) -> list[str]:
 
 
 def _run() -> int:
+    """The command, its errors worded: the exit code. Standard output is flushed here: a write
+    that fails only then (a full disk under ``>``) is the command's one-line error, not lost."""
+    code = _invoke()
+    try:
+        OUT.flush()
+    except TokfstError as e:
+        OUT.say(f"tokfst: error: {word(e)}")
+        return code or e.exit_code
+    except BrokenPipeError:
+        sys.stderr.close()
+        return code or 1
+    return code
+
+
+def _invoke() -> int:
     """The command, its errors worded: the exit code."""
     try:
         rc = typer.main.get_command(app).main(prog_name="tokfst", standalone_mode=False)

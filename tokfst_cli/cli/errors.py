@@ -37,9 +37,12 @@ def exit_codes_line() -> str:
     return "Exit codes: " + "; ".join(f"{code} {short}" for code, short, _ in EXIT_CODES) + "."
 
 
-# the command line's wording of the guard's limits (tokfst_cli.support.guard): --timeout and --max-memory
-TIME_LIMIT = "time limit: {stage} still running after {elapsed:.0f} s{size} (--timeout {timeout}); " \
+# the command line's wording of the guard's limits (tokfst_cli.support.guard): --timeout and --max-memory;
+# {timeout} is the duration as given (--timeout 0.6 is 0.6 s, never rounded)
+TIME_LIMIT = "time limit: {stage} still running after {timeout} s{size} (--timeout {timeout}); " \
              "raise --timeout or simplify the input"
+LATE = "warning: time limit: --timeout {timeout} came after the output was written and the command still ran " \
+       "{grace:g} s later; stopped it (the output is complete)"
 MEMORY_LIMIT = "memory limit: {stage} needed more than --max-memory {limit}{size}; " \
                "raise --max-memory (0 = no limit) or simplify the input"
 

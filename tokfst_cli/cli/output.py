@@ -31,7 +31,7 @@ from rich.console import Console
 from tokfst_cli.automata.fst_io import write_fst
 from tokfst_cli.errors import InputError
 from tokfst_cli.support import progress as stages
-from tokfst_cli.support.files import destination, write_bytes
+from tokfst_cli.support.files import destination, write_bytes, write_error
 
 TICK = 0.1  # seconds between progress line updates
 
@@ -187,16 +187,23 @@ class Output:
             raise InputError(f"refusing to write {what} to a terminal", "give OUT or redirect stdout")
 
     def data(self, out: str | None, data: bytes) -> None:
-        """Bytes to OUT (atomically, or in place for FIFOs and devices) or stdout (absent or '-')."""
-        write_bytes(out, data)
+        """Bytes to OUT (atomically, or in place for FIFOs and devices) or stdout (absent or '-').
+        The command's output: once in place the run is finished (the supervisor's time limit no
+        longer ends it: :mod:`tokfst_cli.support.guard`)."""
+        write_bytes(out, data, final=True)
 
     def fst(self, out: str | None, fst: pynini.Fst) -> None:
-        """A sealed OpenFst binary to OUT or stdout."""
-        write_fst(out, fst)
+        """A sealed OpenFst binary to OUT or stdout (the command's output, as :meth:`data`)."""
+        write_fst(out, fst, final=True)
 
     def text(self, line: str) -> None:
-        """One line of data on stdout."""
-        sys.stdout.write(line + "\n")
+        """One line of data on stdout (a failed write, e.g. a full disk, is a one-line error)."""
+        try:
+            sys.stdout.write(line + "\n")
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            raise write_error(e, "standard output") from None
 
     def record(self, obj: Any) -> None:
         """One JSON object as a line on stdout (--json output)."""
@@ -216,7 +223,12 @@ class Output:
             self.text(f"{k:{width}s} {v}")
 
     def flush(self) -> None:
-        sys.stdout.flush()
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            raise write_error(e, "standard output") from None
 
 
 def _is_terminal(out: str | None) -> bool:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from enum import Enum
 from typing import Optional
@@ -278,11 +277,9 @@ def read_schema(path: str | None, regex: str | None, regex_file: str | None, whi
         raise InputError("give a regex (-e, -f) or --schema, not both", "drop one of them")
 
     from tokfst_cli.grammar.schema import compile_json  # deferred: start-up: only this path needs it
+    from tokfst_cli.schema.refs import loads  # deferred: start-up: only this path needs it
 
-    try:
-        doc = json.loads(read_text(path, "schema file"))
-    except (json.JSONDecodeError, RecursionError) as e:
-        raise InputError(f"schema file {path} is not JSON: {e}", "give a JSON Schema document") from None
+    doc = loads(read_text(path, "schema file"), f"schema file {path}")
     with OUT.progress("compiling the schema"):
         got = compile_json(doc, recursion=recursion, whitespace=whitespace, lenient=lenient, any_order=any_order,
                            max_states=max_states, **({"max_depth": max_depth} if max_depth is not None else {}))

@@ -33,7 +33,14 @@ from typing import Any
 
 import numpy as np
 
-from tokfst_cli.errors import DeadEnd, DisallowedTokenError, UsageError
+from tokfst_cli.errors import (
+    DeadEnd,
+    DisallowedTokenError,
+    ForeignStateError,
+    TokenRangeError,
+    TokenTypeError,
+    UsageError,
+)
 
 
 def pack(mask: np.ndarray) -> np.ndarray:
@@ -63,13 +70,50 @@ def forced(decoder, state: Any, limit: int = 1 << 16) -> tuple[list[int], Any]:
     return run, state
 
 
+def token_id(token: Any, vocab_size: int | None = None) -> int:
+    """``token`` as a Python int, or the one error of each misuse, the same in every decoder kind:
+    TokenTypeError (a TypeError) unless it is an integer (numpy integers are, bools are not),
+    TokenRangeError (a DisallowedTokenError, so a ValueError) outside ``0 <= token < vocab_size``.
+    Each decoder's ``advance`` checks ``type(token) is int and 0 <= token < vocab_size`` inline
+    and calls this only when that fails (the fast path stays one comparison)."""
+    if isinstance(token, bool) or not isinstance(token, (int, np.integer)):
+        raise TokenTypeError(token)
+    token = int(token)
+    if vocab_size is not None and not 0 <= token < vocab_size:
+        raise TokenRangeError(token, vocab_size)
+    return token
+
+
+def check_state(decoder: Any, state: Any) -> None:
+    """After a decoder call failed: ForeignStateError if ``state`` is not shaped as one of
+    ``decoder``'s states (its ``is_state``), else nothing (the caller re-raises its own error).
+    Each decoder calls it from its methods' exception handlers, so a valid state costs nothing."""
+    try:
+        ok = decoder.is_state(state)
+    except Exception:  # noqa: BLE001 - whatever the check meets, the state is not one of decoder's
+        ok = False
+    if not ok:
+        raise ForeignStateError(state, type(decoder).__name__) from None
+
+
+def int_state(state: Any, n: int) -> bool:
+    """Is ``state`` an integer state of a decoder with ``n`` of them (0 to n - 1)?"""
+    return isinstance(state, (int, np.integer)) and not isinstance(state, bool) and 0 <= state < n
+
+
 class Steps:
     """What every decoder offers beyond the protocol (mixed into each decoder class):
     ``bitmask(state)`` (packed int32 words), ``forced(state)`` (the tokens that are the only
     choice, coalescence) and ``matcher(eos)`` (a :class:`Matcher` for one sequence). ``healing``:
-    the token healing the constraint was built with (``healing.Healing``), or None."""
+    the token healing the constraint was built with (``healing.Healing``), or None.
+    ``is_state(state)``: is ``state`` shaped as one of this decoder's (a cheap structural check,
+    made only after a call failed, :func:`check_state`; an int state of another decoder whose states
+    are ints in the same range cannot be told apart)."""
 
     healing = None
+
+    def is_state(self, state: Any) -> bool:
+        return True
 
     def bitmask(self, state: Any) -> np.ndarray:
         return pack(self.mask(state))
@@ -133,7 +177,11 @@ class Matcher:
         fill_row(bitmask, index, self.bitmask())
 
     def consume(self, token: int) -> None:
-        """Take one token; DisallowedTokenError (nothing changes) if it is not allowed."""
+        """Take one token; DisallowedTokenError (nothing changes) if it is not allowed (TokenRangeError,
+        one of them, for an id outside the decoder's vocabulary that is no stop id), TokenTypeError
+        if it is not an integer."""
+        if type(token) is not int:
+            token = token_id(token)
         if self.terminated:
             raise DisallowedTokenError(token, "terminated")
         if token in self.stop_ids:

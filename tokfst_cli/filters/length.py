@@ -21,14 +21,15 @@ materialized acceptor is made only where it is asked for (:meth:`Counted.materia
 from __future__ import annotations
 
 from bisect import bisect_right
+from typing import Any
 
 import numpy as np
 import pynini
 
 from tokfst_cli.automata.arrays import FstArrays, fst_arrays, fst_from_arrays, unique
 from tokfst_cli.automata.graph import backward, distinct_edges
-from tokfst_cli.decoding.matcher import Steps
-from tokfst_cli.errors import DisallowedTokenError, LimitError, UsageError
+from tokfst_cli.decoding.matcher import Steps, int_state, token_id
+from tokfst_cli.errors import DisallowedTokenError, ForeignStateError, LimitError, UsageError
 
 STAGE = "the product with the token-count filter"
 
@@ -205,8 +206,20 @@ class CountedDecoder(Steps):
     def initial(self) -> int:
         return self.base.initial()
 
+    def is_state(self, state: Any) -> bool:
+        return int_state(state, (self.limit + 1) * self.n)
+
+    def _checked(self, state: Any) -> int:
+        """``state`` as an int, or ForeignStateError (the fast path: one type check, one comparison)."""
+        if type(state) is not int or not 0 <= state < (self.limit + 1) * self.n:
+            if not self.is_state(state):
+                raise ForeignStateError(state, type(self).__name__)
+            state = int(state)
+        return state
+
     def arcs(self, state: int) -> tuple[np.ndarray, np.ndarray]:
         """Token ids (sorted) and next states of ``state``."""
+        state = self._checked(state)
         k, s = divmod(state, self.n)
         labels, nexts = self.base.arcs(s)
         keep = self.fewest[nexts] <= self.limit - k - 1
@@ -219,6 +232,7 @@ class CountedDecoder(Steps):
 
     def bitmask(self, state: int) -> np.ndarray:
         """``mask(state)`` as packed int32 words (read-only): S's own where the budget does not bind."""
+        state = self._checked(state)
         k, s = divmod(state, self.n)
         left = self.limit - k - 1
         if left >= self._top[s]:
@@ -232,6 +246,9 @@ class CountedDecoder(Steps):
         return masks[i]
 
     def advance(self, state: int, token: int) -> int:
+        if type(token) is not int or not 0 <= token < self.vocab_size:
+            token = token_id(token, self.vocab_size)
+        state = self._checked(state)
         k, s = divmod(state, self.n)
         try:
             nxt = self.base.advance(s, token)
@@ -242,4 +259,5 @@ class CountedDecoder(Steps):
         return (k + 1) * self.n + nxt
 
     def is_final(self, state: int) -> bool:
+        state = self._checked(state)
         return self.base.is_final(state % self.n)

@@ -24,7 +24,7 @@ from tokfst_cli.errors import InputError
 from tokfst_cli.grammar.pushdown import Pushdown, build
 from tokfst_cli.schema.automata import StackOperand
 from tokfst_cli.schema.compile import MAX_DEPTH, compile_schema
-from tokfst_cli.schema.refs import ACTIVE, Document, applied
+from tokfst_cli.schema.refs import ACTIVE, Document, applied, check_nesting
 from tokfst_cli.text.regex import ByteAutomaton
 
 RECURSION = ("auto", "stack", "cut")
@@ -89,6 +89,7 @@ def compile_json(schema: Any, *, recursion: str = "auto", **options: Any) -> Com
     :func:`~tokfst_cli.schema.compile.compile_schema`."""
     if recursion not in RECURSION:
         raise InputError(f"recursion {recursion!r} is not known", f"give one of {', '.join(RECURSION)}", hint=HINT)
+    check_nesting(schema)  # before the walks of unbounded(): the depth and the limit, not a RecursionError
     start = time.perf_counter()
     if recursion == "stack" or (recursion == "auto" and unbounded(schema)):
         try:

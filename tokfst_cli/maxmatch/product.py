@@ -21,14 +21,15 @@ from __future__ import annotations
 
 import bisect
 from collections import deque
+from typing import Any
 
 import numpy as np
 import pynini
 
 from tokfst_cli.automata.arrays import fst_from_arrays
 from tokfst_cli.automata.symbols import MARKER, UNKSYM
-from tokfst_cli.decoding.matcher import Steps
-from tokfst_cli.errors import DisallowedTokenError, EmptyLanguageError, LimitError
+from tokfst_cli.decoding.matcher import Steps, check_state, int_state, token_id
+from tokfst_cli.errors import DisallowedTokenError, EmptyLanguageError, ForeignStateError, LimitError
 from tokfst_cli.maxmatch import preprocess
 from tokfst_cli.maxmatch.liveness import CLOSED, IN, START, Liveness
 from tokfst_cli.maxmatch.taho import Tries
@@ -122,6 +123,7 @@ class Canonical(Steps):
 
     def __init__(self, model: TokenizerModel, text: pynini.Fst, max_chars: int | None) -> None:
         self.pieces = pieces(model)
+        self.vocab_size = self.pieces.vocab
         self.names = model.tokens
         self.text = text
         self.max_chars = max_chars
@@ -137,6 +139,12 @@ class Canonical(Steps):
 
     def initial(self) -> State:
         return (self.text.start(), START, (), 0)
+
+    def is_state(self, state: Any) -> bool:
+        """(X's state, position in the word, pending checks, characters so far)."""
+        return (type(state) is tuple and len(state) == 4 and int_state(state[0], len(self.finals))
+                and isinstance(state[1], (int, np.integer)) and type(state[2]) is tuple
+                and isinstance(state[3], (int, np.integer)))
 
     def readable(self, x: int, root: int) -> dict[int, int]:
         """Pieces of one kind (root 0: initial, 1: ``##``) that X can read from x, with X's next state."""
@@ -248,6 +256,8 @@ class Canonical(Steps):
     def mask(self, state: State) -> np.ndarray:
         """Allowed next tokens as a boolean array over token ids: those after which a canonical
         completion exists (``liveness``), vectorized."""
+        if not self.is_state(state):
+            raise ForeignStateError(state, type(self).__name__)
         pc, limit, live = self.pieces, self.max_chars, self.liveness
         m = np.zeros(pc.vocab, dtype=bool)
         if state[1] == IN:
@@ -322,12 +332,20 @@ class Canonical(Steps):
     def advance(self, state: State, tid: int) -> State:
         """The state after token tid; DisallowedTokenError if tid is not allowed (see :meth:`step`) or
         leaves no canonical completion."""
-        nxt = self.step(state, tid)[0]
+        if type(tid) is not int or not 0 <= tid < self.vocab_size:
+            tid = token_id(tid, self.vocab_size)
+        try:
+            nxt = self.step(state, tid)[0]
+        except Exception:
+            check_state(self, state)
+            raise
         if nxt is None or not self.liveness.live(nxt):
             raise DisallowedTokenError(tid, state)
         return nxt
 
     def is_final(self, state: State) -> bool:
+        if not self.is_state(state):
+            raise ForeignStateError(state, type(self).__name__)
         return bool(self.finals[state[0]])
 
     def first_violation(self, tokens: list[int]) -> tuple[int, str] | None:

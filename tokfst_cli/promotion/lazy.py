@@ -41,8 +41,8 @@ import numpy as np
 import pynini
 
 from tokfst_cli.automata.bitsets import WORD, words_for
-from tokfst_cli.decoding.matcher import Steps, unpack
-from tokfst_cli.errors import DisallowedTokenError, InputError
+from tokfst_cli.decoding.matcher import Steps, int_state, token_id, unpack
+from tokfst_cli.errors import DisallowedTokenError, ForeignStateError, InputError
 from tokfst_cli.filters.compose import TEXT, Filters, apply_text
 from tokfst_cli.promotion.byte_table import LABELS, MAX_STATES, ByteTable, from_bytes, of_automaton, to_bytes
 from tokfst_cli.promotion.trie import TokenTrie, trie_for
@@ -162,12 +162,19 @@ class LazyDecoder(Steps):
         """States of A (the token automaton's states, before any is expanded)."""
         return len(self._final)
 
+    def is_state(self, state: Any) -> bool:
+        return int_state(state, len(self._final))
+
     def bitmask(self, state: int) -> np.ndarray:
         """The packed int32 words of ``mask(state)``: one walk of the trie at a state's first use."""
+        if type(state) is not int:
+            if not self.is_state(state):
+                raise ForeignStateError(state, type(self).__name__)
+            state = int(state)
         got = self._words.get(state)
         if got is None:
             if not 0 <= state < len(self._final):
-                raise DisallowedTokenError(-1, state)
+                raise ForeignStateError(state, type(self).__name__)
             words = np.zeros(self._nwords, WORD)
             if not self._classes and self._widest >= CLASS_TRIE_TOKENS and self._delta.shape[1] <= CLASS_TRIE_CLASSES:
                 self._class_trie()
@@ -202,8 +209,12 @@ class LazyDecoder(Steps):
     def advance(self, state: int, token: int) -> int:
         """The state after ``token``: its surface run through A's table, no mask made (A is trim and
         every byte a token, so a token A reads is one of the mask's)."""
-        if not (0 <= token < self.vocab_size and 0 <= state < len(self._final)):
-            raise DisallowedTokenError(token, state)
+        if type(token) is not int or not 0 <= token < self.vocab_size:
+            token = token_id(token, self.vocab_size)
+        if type(state) is not int or not 0 <= state < len(self._final):
+            if not self.is_state(state):
+                raise ForeignStateError(state, type(self).__name__)
+            state = int(state)
         nxt = int(self._k.run(state, token, self._t.ptr, self._t.cols, self._delta, self._cls))
         if nxt < 0:
             raise DisallowedTokenError(token, state)
@@ -219,7 +230,9 @@ class LazyDecoder(Steps):
                                 np.empty(len(tokens), np.int64))
 
     def is_final(self, state: int) -> bool:
-        return 0 <= state < len(self._final) and self._final[state]
+        if (type(state) is int and 0 <= state < len(self._final)) or self.is_state(state):
+            return self._final[state]
+        raise ForeignStateError(state, type(self).__name__)
 
 
 def check_filters(filters: Filters | None) -> None:

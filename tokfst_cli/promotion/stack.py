@@ -29,13 +29,14 @@ from __future__ import annotations
 
 import functools
 from collections import OrderedDict
+from typing import Any
 
 import numpy as np
 import pynini
 
 from tokfst_cli.automata.bitsets import WORD, words_for
-from tokfst_cli.decoding.matcher import Steps, unpack
-from tokfst_cli.errors import DisallowedTokenError, InternalError
+from tokfst_cli.decoding.matcher import Steps, check_state, int_state, token_id, unpack
+from tokfst_cli.errors import DisallowedTokenError, ForeignStateError, InternalError
 from tokfst_cli.grammar.pushdown import Pushdown
 from tokfst_cli.promotion.lazy import layout, spelling_trie
 from tokfst_cli.tokenizer.model import TokenizerModel
@@ -181,25 +182,52 @@ class PushdownDecoder(Steps):
     def initial(self) -> frozenset:
         return self.start
 
+    def is_state(self, state: Any) -> bool:
+        """A nonempty set of configurations (PDT state, :class:`Frame`)."""
+        return type(state) is frozenset and bool(state) and all(
+            type(c) is tuple and len(c) == 2 and int_state(c[0], len(self._final)) and type(c[1]) is Frame
+            for c in state)
+
     def is_final(self, state: frozenset) -> bool:
-        return any(fr is self.root and self._final[q] for q, fr in state)
+        try:
+            return any(fr is self.root and self._final[q] for q, fr in state)
+        except Exception:
+            check_state(self, state)
+            raise
 
     def advance(self, state: frozenset, token: int) -> frozenset:
         """The state after ``token``'s bytes (its labels from the trie layout, as ``LazyDecoder.advance``)."""
+        if type(token) is not int or not 0 <= token < self.vocab_size:
+            token = token_id(token, self.vocab_size)
+        if type(state) is not frozenset or not state:
+            raise ForeignStateError(state, type(self).__name__)
         lay = self._layout
-        if not (isinstance(state, frozenset) and state and 0 <= token < self.vocab_size
-                and lay.ptr[token] < lay.ptr[token + 1]):  # no surface: a special token
+        if not lay.ptr[token] < lay.ptr[token + 1]:  # no surface: a special token
             raise DisallowedTokenError(token, "a pushdown state")
-        for col in lay.cols[lay.ptr[token]:lay.ptr[token + 1]].tolist():
-            state = self.step(state, self._column_labels[col])
-            if not state:
-                raise DisallowedTokenError(token, "a pushdown state")
+        start = state
+        try:
+            for col in lay.cols[lay.ptr[token]:lay.ptr[token + 1]].tolist():
+                state = self.step(state, self._column_labels[col])
+                if not state:
+                    raise DisallowedTokenError(token, "a pushdown state")
+        except Exception:
+            check_state(self, start)
+            raise
         return state
 
     def bitmask(self, state: frozenset) -> np.ndarray:
         """The packed mask at ``state``: the walk of T on its stacks cut to the top CUT frames,
         kept per cut state (the part of T that a stack's top decides); the subtrees where a token
         would pop below the cut walked again from the whole stacks of the byte before."""
+        if type(state) is not frozenset or not state:
+            raise ForeignStateError(state, type(self).__name__)
+        try:
+            return self._bitmask(state)
+        except Exception:
+            check_state(self, state)
+            raise
+
+    def _bitmask(self, state: frozenset) -> np.ndarray:
         got = self._masks.get(state)
         if got is None:
             if len(self._sets) >= SETS:

@@ -39,7 +39,7 @@ from tokfst_cli.schema.automata import body as body_placeholder
 from tokfst_cli.schema.context import Position, Positions
 from tokfst_cli.schema.ecma import search_regex
 from tokfst_cli.schema.objects import ManyClasses
-from tokfst_cli.schema.refs import ACTIVE, ANNOTATIONS, REFUSED, SUPPORTED, Document, Schema
+from tokfst_cli.schema.refs import ACTIVE, ANNOTATIONS, REFUSED, SUPPORTED, Document, Schema, check_nesting
 from tokfst_cli.text.regex import ByteAutomaton
 
 MAX_DEPTH = 3
@@ -83,6 +83,7 @@ class Compiler:
             if isinstance(value, bool) or not isinstance(value, int) or value < (name == "max_states"):
                 raise InputError(f"{name} must be a {'positive' if name == 'max_states' else 'nonnegative'} integer",
                                  f"give {name} a whole number", hint="schema-option", option=name)
+        check_nesting(schema)  # a document too deep for the recursive walks below: its depth and the limit
         self.doc = Document(schema)
         self.positions = Positions(self.doc)
         self.policy, self.budget = Policy(whitespace), Budget(max_states, strings.any_body)
@@ -143,6 +144,7 @@ class Compiler:
         """The conjunction of ``seeds`` with their ``$ref`` and ``allOf`` (None: it contains ``false``)."""
         out: dict[int, dict] = {}
         seen: set[int] = set()
+        path: dict[int, dict] = {}  # the schemas being visited, outermost first: a $ref back to one is a cycle
 
         def visit(node: Schema) -> None:
             if node is True:
@@ -158,10 +160,16 @@ class Compiler:
             self.check(node)
             if not ACTIVE.isdisjoint(node):  # $ref, allOf, annotations alone add nothing themselves
                 out[id(node)] = node
+            path[id(node)] = node
             if "$ref" in node:
-                visit(self.doc.resolve(node["$ref"], node))
+                target = self.doc.resolve(node["$ref"], node)
+                if id(target) in path:
+                    self.ref_cycle(list(path.values()), target, node)
+                else:
+                    visit(target)
             for sub in node.get("allOf", ()):
                 visit(sub)
+            del path[id(node)]
 
         try:
             for s in seeds:
@@ -169,6 +177,24 @@ class Compiler:
         except _False:
             return None
         return tuple(out[k] for k in sorted(out))
+
+    def ref_cycle(self, path: list[dict], target: dict, holder: dict) -> None:
+        """``holder``'s ``$ref`` leads back to ``target`` through ``$ref`` and ``allOf`` only: a
+        cycle that never reaches a value, so it adds no constraint (``{"$ref": "#"}`` alone would
+        be any value) and JSON Schema leaves it undefined (validators recurse without end: the
+        ``jsonschema`` package raises RecursionError on every instance). Refused by name, as the
+        same cycle through ``anyOf`` is; leniently, that reference is ignored with a warning."""
+        cycle = path[next(i for i, n in enumerate(path) if n is target):]
+        chain = " -> ".join(self.doc.pointer(n) for n in [*cycle, target])
+        ref = holder["$ref"]
+        if self.lenient:
+            self.warn(f"ignored: $ref {ref!r} at {self.doc.pointer(holder)}, which closes the cycle {chain} "
+                      "(it constrains nothing)")
+            return
+        raise InputError(f"$ref cycle {chain}: the schema refers to itself in place, without nesting (a cycle "
+                         "that never reaches a value constrains nothing)", "remove a $ref of the cycle, or make "
+                         "the recursion go through properties or items", hint="schema-cycle",
+                         pointer=self.doc.pointer(target), ref=ref)
 
     # ---- languages -------------------------------------------------------------------------------
     def lang(self, conj: tuple[dict, ...] | None, depth: int, pos: Position, objects: bool = True) -> Lang:
@@ -438,12 +464,16 @@ def compile_schema(schema: Schema, *, whitespace: str = "compact", max_depth: in
     rule (``CompiledSchema.rules``, a recursive transition network; ``max_depth`` unused), or
     :class:`.automata.StackOperand` where such a value meets an intersection or difference.
     Raises InputError (hint ``schema-keyword``, ``schema-value``, ``schema-ref``,
-    ``schema-pattern``, ``schema-cycle``), LimitError, or EmptyLanguageError when no JSON
+    ``schema-pattern``, ``schema-cycle``, ``schema-depth``), LimitError, or EmptyLanguageError when no JSON
     text is valid.
     """
     start = time.perf_counter()
     c = Compiler(schema, whitespace, max_depth, lenient, any_order, max_states, stack)
-    value = c.value([schema], max_depth, c.positions.root())
+    try:
+        value = c.value([schema], max_depth, c.positions.root())
+    except RecursionError:  # values nested (through $ref) deeper than Python's recursion allows
+        raise InputError("the schema nests its values too deeply to compile (past Python's recursion limit)",
+                         "flatten the schema", hint="schema-depth") from None
     result = None if value is None else c.budget.minimal(c.policy.top(value), "the schema's automaton")
     if result is None:
         raise EmptyLanguageError("no JSON text is valid under the schema", "check the schema, or raise max_depth")

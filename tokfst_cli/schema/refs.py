@@ -14,12 +14,16 @@ key is not a JSON Schema keyword and is ignored with a warning.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator
 from urllib.parse import unquote, urldefrag, urljoin
 
 from tokfst_cli.errors import InputError
 
 Schema = dict | bool
+
+MAX_NESTING = 128  # JSON nesting depth of a schema document (objects and arrays inside each other)
 
 SUPPORTED = frozenset("""
     type enum const nullable
@@ -48,6 +52,63 @@ SUBSCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
 SUBSCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies")
 
 _DEFAULT_BASE = "https://tokfst.invalid/schema.json"  # the base URI of a document without $id
+
+
+def nesting(value: object) -> int:
+    """The JSON nesting depth of ``value``: 0 for a scalar, 1 for ``{}`` or ``[]``, one more per
+    container inside (walked without recursion)."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        v, d = todo.pop()
+        if isinstance(v, (dict, list)):
+            deepest = max(deepest, d)
+            todo.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return deepest
+
+
+_BRACKETS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.S)
+
+
+def text_nesting(text: str) -> int:
+    """The nesting depth of JSON text (brackets outside strings), for text too deep to parse."""
+    deepest = depth = 0
+    for m in _BRACKETS.finditer(text):
+        c = m.group()
+        if c in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in "]}":
+            depth -= 1
+    return deepest
+
+
+def too_deep(depth: int, what: str = "the schema") -> InputError:
+    return InputError(f"{what} nests too deeply: nesting depth {depth} over the limit of {MAX_NESTING}",
+                      "flatten it: name deep parts in $defs and refer to them with $ref", hint="schema-depth",
+                      depth=depth, limit=MAX_NESTING)
+
+
+def check_nesting(schema: object, what: str = "the schema") -> None:
+    """InputError (hint ``schema-depth``) for a document nested deeper than :data:`MAX_NESTING`
+    (the compiler walks nesting recursively; Python's recursion limit is far below JSON's)."""
+    depth = nesting(schema)
+    if depth > MAX_NESTING:
+        raise too_deep(depth, what)
+
+
+def loads(text: str | bytes, what: str = "the schema") -> Schema:
+    """A schema document from JSON text: InputError for text that is not JSON (naming ``what``),
+    or nested deeper than :data:`MAX_NESTING` (its depth and the limit: Python's json module
+    itself stops near depth 1,000 with a RecursionError)."""
+    try:
+        doc = json.loads(text)
+    except RecursionError:
+        raise too_deep(text_nesting(text.decode("utf-8", "replace") if isinstance(text, bytes) else text),
+                       what) from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise InputError(f"{what} is not JSON: {e}", "give a JSON Schema document", hint="schema-json") from None
+    check_nesting(doc, what)
+    return doc
 
 
 def subschemas(node: dict) -> Iterator[Schema]:

@@ -49,6 +49,12 @@ def seal(data: bytes) -> bytes:
     return data + SEAL_MAGIC + hashlib.sha256(data).digest()
 
 
+def cut_seal(tail: bytes) -> bool:
+    """Is ``tail`` (what follows a complete OpenFst structure) the start of a seal cut short: a
+    file of tokfst's truncated within its last 42 bytes, not an OpenFst file of another tool?"""
+    return 0 < len(tail) < SEAL_SIZE and (tail[:len(SEAL_MAGIC)] == SEAL_MAGIC[:len(tail)])
+
+
 def unseal(data: bytes) -> tuple[bytes, bool | None]:
     """(content, verdict): True = a seal that verifies, False = a seal that does not, None = no seal."""
     if len(data) >= SEAL_SIZE and data[-SEAL_SIZE:-32] == SEAL_MAGIC:
@@ -117,13 +123,28 @@ def atomic_write(path: str | os.PathLike, writer: Callable[[str], None]) -> None
     _replace(dest.path, os.fspath(path), writer)
 
 
-def write_bytes(out: str | os.PathLike | None, data: bytes) -> None:
-    """Write ``data`` to OUT (see :func:`destination`): stdout for None or '-'."""
+def write_bytes(out: str | os.PathLike | None, data: bytes, final: bool = False) -> None:
+    """Write ``data`` to OUT (see :func:`destination`): stdout for None or '-'. ``final``: the
+    command's output, put in place through :func:`on_commit`'s hook."""
     dest = destination(out)
     if dest.kind == "file":
-        _replace(dest.path, os.fspath(out), lambda tmp: Path(tmp).write_bytes(data))
+        _replace(dest.path, os.fspath(out), lambda tmp: Path(tmp).write_bytes(data), final)
     else:
         _write_in_place(dest, os.fspath(out) if out is not None else "-", data)
+        if final and _COMMIT is not None:
+            _COMMIT(lambda: None)  # written in place: nothing to rename, but the output is complete
+
+
+_COMMIT: Callable[[Callable[[], None]], None] | None = None
+
+
+def on_commit(hook: Callable[[Callable[[], None]], None] | None) -> None:
+    """Put the command's output in place (``write_bytes(..., final=True)``) by calling
+    ``hook(rename)`` instead of ``rename()``: the supervisor's child (:mod:`.guard`) renames
+    under a lock its time limit also takes, so the limit ends the command either before the
+    rename (an existing file untouched) or not at all. None: rename directly."""
+    global _COMMIT
+    _COMMIT = hook
 
 
 def temp_prefix(name: str, pid: int | None = None) -> str:
@@ -131,13 +152,15 @@ def temp_prefix(name: str, pid: int | None = None) -> str:
     return f".{name}.{os.getpid() if pid is None else pid}."
 
 
-def _replace(target: str, shown: str, writer: Callable[[str], None]) -> None:
+def _replace(target: str, shown: str, writer: Callable[[str], None], final: bool = False) -> None:
     parent = os.path.dirname(target) or "."
     name = os.path.basename(target)
     try:
         os.makedirs(parent, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=temp_prefix(name), suffix=".tmp", dir=parent)
     except OSError as e:
+        if e.errno in _FULL:
+            raise write_error(e, shown) from None
         raise InputError(f"cannot write {shown}: {e.strerror or e}",
                          "check that its directory exists and is writable") from None
     os.close(fd)
@@ -149,21 +172,46 @@ def _replace(target: str, shown: str, writer: Callable[[str], None]) -> None:
         try:
             writer(tmp)
             os.chmod(tmp, mode)
-            os.replace(tmp, target)
+            if final and _COMMIT is not None:
+                _COMMIT(lambda: os.replace(tmp, target))
+            else:
+                os.replace(tmp, target)
         except OSError as e:
-            raise TokfstError(f"cannot write {shown}: {e.strerror or e}",
-                              "check free space and permissions") from None
+            raise write_error(e, shown) from None
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
 
 
+_FULL = {  # errno -> what failed, the fix: writes that fail for want of room (or a device's fault)
+    errno.ENOSPC: ("no space left on device", "free some space, or write elsewhere"),
+    errno.EDQUOT: ("disk quota exceeded", "free some space, or write elsewhere"),
+    errno.EFBIG: ("file too large", "write elsewhere"),
+    errno.EIO: ("input/output error", "check the device, or write elsewhere"),
+}
+
+
+def write_error(e: OSError, shown: str) -> TokfstError:
+    """A failed write of ``shown`` (a path, or "standard output") in one line, exit 1: "no space
+    left on device writing OUT" (a full disk, a quota, a file too large, an I/O error), else
+    "cannot write OUT: " and the system's words."""
+    if e.errno in _FULL:
+        what, fix = _FULL[e.errno]
+        return TokfstError(f"{what} writing {shown}", fix)
+    return TokfstError(f"cannot write {shown}: {e.strerror or e}", "check free space and permissions")
+
+
 def _write_in_place(dest: Destination, shown: str, data: bytes) -> None:
     if dest.kind == "stdout":
-        sys.stdout.flush()
-        sys.stdout.buffer.write(data)
-        sys.stdout.buffer.flush()
+        try:
+            sys.stdout.flush()
+            sys.stdout.buffer.write(data)
+            sys.stdout.buffer.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            raise write_error(e, "standard output") from None
         return
     try:
         fd = dest.fd if dest.kind == "fd" else os.open(dest.path, os.O_WRONLY | os.O_NOCTTY)
@@ -178,7 +226,7 @@ def _write_in_place(dest: Destination, shown: str, data: bytes) -> None:
     except OSError as e:
         if e.errno == errno.EBADF:
             raise InputError(f"cannot write {shown}: the descriptor is not open", "give a file path") from None
-        raise TokfstError(f"cannot write {shown}: {e.strerror or e}", "check the device") from None
+        raise write_error(e, shown) from None
     finally:
         if dest.kind == "device":
             os.close(fd)

@@ -10,12 +10,19 @@ the child stops at once when it runs Python code, removing its temporary files; 
 period in native code it is killed); a child killed by the parent, or dead of its memory limit
 (``std::bad_alloc`` aborts), has its temporary files removed by the parent. The
 :class:`Outcome` says which limit ended the command, in which stage, and the peak memory.
+
+The time limit and the output (:class:`_Commit`): once the command's output is in place the run
+is finished. The child renames its output into place holding a lock that the parent takes
+before it kills at the time limit, so the limit fires either before the rename (the child is
+killed, an existing file is untouched, exit 3) or after it: then the child is left to end by
+itself (its last lines), and one still running ``grace`` seconds later is killed with exit 0.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import mmap
 import os
 import re
@@ -23,11 +30,12 @@ import resource
 import signal
 import struct
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from tokfst_cli.support import progress
+from tokfst_cli.support import files, progress
 from tokfst_cli.support.meta import signal_line
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -59,7 +67,9 @@ class Outcome:
     without a word (native code aborts); ``"signal"``: ``signum`` was forwarded and the child
     stopped or was killed; ``"crash"``: another signal killed it. ``stage`` and ``size``: the
     last stage announced and the last size it reported; ``peak_rss``: the child's peak resident
-    memory in bytes; ``removed``: the temporary files the parent removed.
+    memory in bytes; ``removed``: the temporary files the parent removed. ``written``: the
+    command's output was in place when the child ended; ``"late"``: the time limit came after
+    that and the child, still running ``grace`` seconds later, was killed (exit 0).
     """
 
     code: int
@@ -70,6 +80,7 @@ class Outcome:
     peak_rss: int = 0
     signum: int | None = None
     removed: tuple[str, ...] = ()
+    written: bool = False
 
 
 def memory_total() -> int | None:
@@ -181,6 +192,54 @@ class _Board:
         return None, None  # the child died while writing
 
 
+class _Commit:
+    """The moment the command's output is put in place, kept apart from the time limit.
+
+    A POSIX record lock on an anonymous file (held per process, so parent and child exclude each
+    other; released when its holder dies) and a flag in shared memory. The child renames holding
+    the lock and sets the flag (:meth:`rename`); the parent, at the time limit, takes the lock
+    without waiting (:meth:`may_kill`): if the child holds it, the rename is under way and the
+    parent looks again at its next poll; if the flag is set, the output is in place; else the
+    parent keeps the lock, so the child can no longer rename, and kills it."""
+
+    def __init__(self) -> None:
+        try:
+            self.file = os.memfd_create("tokfst-commit", os.MFD_CLOEXEC)
+        except (AttributeError, OSError):  # not Linux: an unlinked file
+            with tempfile.TemporaryFile() as f:
+                self.file = os.dup(f.fileno())
+        self.flag = mmap.mmap(-1, mmap.PAGESIZE)  # anonymous and shared: byte 0 is 1 once the output is in place
+
+    def rename(self, rename: Callable[[], None]) -> None:
+        """In the child: ``rename()`` under the lock (blocks while the parent kills), then set the flag."""
+        fcntl.lockf(self.file, fcntl.LOCK_EX)
+        try:
+            rename()
+            self.flag[0] = 1
+        finally:
+            fcntl.lockf(self.file, fcntl.LOCK_UN)
+
+    @property
+    def done(self) -> bool:
+        return self.flag[0] == 1
+
+    def may_kill(self) -> bool:
+        """In the parent at the time limit: True (the lock kept for good) if the output is not in
+        place and cannot be put there any more; False if it is, or is being put there now."""
+        try:
+            fcntl.lockf(self.file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # the child is renaming: look again at the next poll
+            return False
+        if self.done:
+            fcntl.lockf(self.file, fcntl.LOCK_UN)
+            return False
+        return True
+
+    def close(self) -> None:
+        self.flag.close()
+        os.close(self.file)
+
+
 _BOARD: _Board | None = None  # in a guarded child: its board
 
 
@@ -286,7 +345,7 @@ def _address_space_cap(max_memory: int) -> int:
     return vm_size + max(0, max_memory - resident - writable_gap)
 
 
-def _child(fn: Callable[[], int], board: "_Board", max_memory: int | None, parent: int) -> None:
+def _child(fn: Callable[[], int], board: "_Board", commit: _Commit, max_memory: int | None, parent: int) -> None:
     code = 1
     try:
         try:
@@ -306,6 +365,7 @@ def _child(fn: Callable[[], int], board: "_Board", max_memory: int | None, paren
             global _BOARD
             _BOARD = board
             progress.listen(board.write)
+            files.on_commit(commit.rename)
             signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
             code = fn()
         finally:  # no handler runs from here on: a late signal cannot skip the exit below
@@ -359,7 +419,7 @@ def run(fn: Callable[[], int], timeout: float | None = None, max_memory: int | N
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
-    board = _Board()
+    board, commit = _Board(), _Commit()
     parent = os.getpid()
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
     try:
@@ -368,7 +428,7 @@ def run(fn: Callable[[], int], timeout: float | None = None, max_memory: int | N
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         raise
     if pid == 0:
-        _child(fn, board, max_memory, parent)  # never returns
+        _child(fn, board, commit, max_memory, parent)  # never returns
     start = time.monotonic()
     state = {"signum": None, "kill_at": None, "killed": None}
 
@@ -389,8 +449,10 @@ def run(fn: Callable[[], int], timeout: float | None = None, max_memory: int | N
                 break
             now = time.monotonic()
             if state["killed"] is None:
-                if timeout is not None and now - start >= timeout:
-                    state["killed"] = "time"
+                if timeout is not None and now - start >= timeout and not commit.done:
+                    state["killed"] = "time" if commit.may_kill() else None
+                elif timeout is not None and now - start >= timeout + grace:  # the output in place long ago
+                    state["killed"] = "late"
                 elif state["kill_at"] is not None and now >= state["kill_at"]:
                     state["killed"] = "signal"
                 if state["killed"]:
@@ -403,9 +465,11 @@ def run(fn: Callable[[], int], timeout: float | None = None, max_memory: int | N
             signal.signal(s, handler)
     stage, size = board.read()
     board.mem.close()
+    written = commit.done
+    commit.close()
     elapsed = time.monotonic() - start
     out = Outcome(code=1, stage=stage, size=size, elapsed=elapsed,
-                  peak_rss=usage.ru_maxrss * 1024, signum=state["signum"])
+                  peak_rss=usage.ru_maxrss * 1024, signum=state["signum"], written=written)
     if os.WIFEXITED(status):  # the child said what happened itself
         out.code = os.WEXITSTATUS(status)
         if out.code == MEMORY_EXIT and max_memory:  # out of memory before fn could say so, or glibc's loader
@@ -416,6 +480,8 @@ def run(fn: Callable[[], int], timeout: float | None = None, max_memory: int | N
     out.removed = tuple(remove_temp_files(pid, temp_dirs))
     if state["killed"] == "time":
         out.code, out.reason = 3, "time"
+    elif state["killed"] == "late":
+        out.code, out.reason = 0, "late"
     elif state["signum"] is not None:
         out.code, out.reason = 128 + state["signum"], "signal"
     elif sig in FORWARDED:
