@@ -93,8 +93,7 @@ class ImplicitBpe:
             return rowmod.row_positions(self._rows(), ru)
         b = self.boxes.reshape(-1, 4)
         sel = b[(b[:, 0] <= ru) & (ru <= b[:, 1])].astype(np.int64)
-        lens = sel[:, 3] - sel[:, 2] + 1
-        return unique(np.repeat(sel[:, 2] - (np.cumsum(lens) - lens), lens) + np.arange(int(lens.sum())))
+        return unique(rowmod.expand(sel[:, 2], sel[:, 3]))
 
     def _lpos(self) -> np.ndarray:
         if "lpos" not in self.derived:

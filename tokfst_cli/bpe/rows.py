@@ -88,7 +88,11 @@ def lookup(rows: Rows, ru: np.ndarray, lv: np.ndarray) -> np.ndarray:
 
 def row_positions(rows: Rows, ru: int) -> np.ndarray:
     """All left positions banned in right position ru's row."""
-    lo, hi = rows.lo[rows.ptr[ru]:rows.ptr[ru + 1]], rows.hi[rows.ptr[ru]:rows.ptr[ru + 1]]
+    return expand(rows.lo[rows.ptr[ru]:rows.ptr[ru + 1]], rows.hi[rows.ptr[ru]:rows.ptr[ru + 1]])
+
+
+def expand(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Every position of the inclusive intervals [lo[i], hi[i]], interval by interval."""
     lens = hi - lo + 1
     return np.repeat(lo - (np.cumsum(lens) - lens), lens) + np.arange(int(lens.sum()))
 

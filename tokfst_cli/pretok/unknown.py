@@ -59,21 +59,34 @@ def _fallback_bytes(model: TokenizerModel) -> set[int]:
     return {b for b in range(256) if model.token_id(f"<0x{b:02X}>") is not None}
 
 
+def _byte_ok(model: TokenizerModel, b: int, fb: set[int]) -> bool:
+    """Byte-level: byte ``b``'s character (GPT-2's map) is a token in every form, or b falls back."""
+    return b in fb or _has(model, bytes_to_unicode()[b])
+
+
+def _char_ok(model: TokenizerModel, c: str, fb: set[int]) -> bool:
+    """Can the model spell character ``c`` (as HF's ``merge_word`` starts a word from it)?"""
+    if model.style == "byte-level":
+        return all(_byte_ok(model, b, fb) for b in c.encode("utf-8"))
+    return _has(model, c) or all(b in fb for b in c.encode("utf-8"))
+
+
 def spellable(model: TokenizerModel) -> pynini.Fst | None:
     """The minimal DFA of the model texts (with pre-token boundaries) whose every character has a
     token or byte-fallback tokens; None when that is every text (cached on the model)."""
-    if "_spellable" in model.__dict__:
-        return model.__dict__["_spellable"]
+    if "_spellable" not in model.__dict__:
+        model.__dict__["_spellable"] = _spellable(model)
+    return model.__dict__["_spellable"]
+
+
+def _spellable(model: TokenizerModel) -> pynini.Fst | None:
     fb = _fallback_bytes(model)
-    units: list[pynini.Fst] = [linear([MARKER])]
     if len(fb) == 256:
-        model.__dict__["_spellable"] = None
         return None
+    units: list[pynini.Fst] = [linear([MARKER])]
     if model.style == "byte-level":
-        table = bytes_to_unicode()
-        ok = [b for b in range(256) if b in fb or _has(model, table[b])]
+        ok = [b for b in range(256) if _byte_ok(model, b, fb)]
         if len(ok) == 256:
-            model.__dict__["_spellable"] = None
             return None
         units += [linear([b + 1]) for b in ok]
     else:
@@ -84,9 +97,7 @@ def spellable(model: TokenizerModel) -> pynini.Fst | None:
         if ok:
             units.append(ranges_acceptor(ranges_of(ok)))
         units += [linear([b + 1]) for b in sorted(fb)]
-    d = pynini.determinize(pynini.union(*units).closure().rmepsilon()).minimize()
-    model.__dict__["_spellable"] = d
-    return d
+    return pynini.determinize(pynini.union(*units).closure().rmepsilon()).minimize()
 
 
 def check(model: TokenizerModel, text: pynini.Fst) -> None:
@@ -111,11 +122,4 @@ def check(model: TokenizerModel, text: pynini.Fst) -> None:
 
 def _first_unspellable(model: TokenizerModel, text: str) -> str:
     fb = _fallback_bytes(model)
-    table = bytes_to_unicode() if model.style == "byte-level" else None
-    for c in text:
-        if table is not None:
-            if any(b not in fb and not _has(model, table[b]) for b in c.encode("utf-8")):
-                return c
-        elif not _has(model, c) and not all(b in fb for b in c.encode("utf-8")):
-            return c
-    return text[:1] or "?"
+    return next((c for c in text if not _char_ok(model, c, fb)), text[:1] or "?")
