@@ -17,10 +17,14 @@ Module-level helpers that cannot take a fixture use :func:`real` (the same objec
 
 from __future__ import annotations
 
+import fcntl
 import os
+import pickle
 import sys
+from collections.abc import Callable
 from functools import cache, lru_cache
 from pathlib import Path
+from typing import TypeVar
 
 import pynini
 import pytest
@@ -34,6 +38,7 @@ from tokfst_cli.tokenizer.model import TokenizerModel
 
 from .runner import COLOR_VARS
 
+T = TypeVar("T")
 DATA = Path(__file__).parent / "data"
 PACKAGE_DATA = Path(tokfst_cli.__file__).parent / "data"
 TOKENIZERS = {
@@ -77,6 +82,12 @@ SCALE = {"quick": 0.3, "thorough": 1.0}[PROFILE]
 MIN_EXAMPLES = 5
 
 
+def budget(n: int, floor: int = 5) -> int:
+    """A fixed sample size of a test (walks, sampled strings or paths) at this profile: ``n`` under
+    ``thorough``, SCALE of it (at least ``floor``) under ``quick``, as the Hypothesis budgets."""
+    return n if SCALE == 1.0 else max(floor, min(n, round(n * SCALE)))
+
+
 def pytest_collection_modifyitems(config, items):
     if SCALE == 1.0:
         return
@@ -96,6 +107,24 @@ def pytest_collection_modifyitems(config, items):
 def pytest_configure(config):
     config.addinivalue_line("markers", "wallclock: asserts how long something takes (a limit's contract, with "
                             "margins); `make test` runs these alone, after the parallel part, on an idle machine")
+
+
+def shared(tmp_path_factory, key: str, build: Callable[[Path], T]) -> T:
+    """A module fixture's value built once for every pytest-xdist worker: the first worker to ask
+    builds it (``build(directory)``, a directory both workers see) under a file lock and pickles it;
+    the other waits for the lock and reads it, rather than running the same processes again."""
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    value_file = root / f"shared-{key}.pickle"
+    with open(root / f"shared-{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if value_file.exists():
+            return pickle.loads(value_file.read_bytes())
+        directory = root / f"shared-{key}"
+        directory.mkdir()
+        value = build(directory)
+        value_file.write_bytes(pickle.dumps(value))
+        return value
 
 
 @pytest.fixture

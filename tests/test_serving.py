@@ -28,8 +28,9 @@ def kinds(tokenizer):
                    "lazy": tokfst.lazy(model, PATTERN), "stack": stack}
 
 
-def walk(decoder, rng, n: int) -> list[int]:
-    state, out = decoder.initial(), []
+def walk(decoder, rng, n: int, state=None) -> list[int]:
+    """Up to ``n`` random allowed tokens from ``state`` (the initial state by default)."""
+    state, out = decoder.initial() if state is None else state, []
     for _ in range(n):
         allowed = np.flatnonzero(decoder.mask(state))
         if not len(allowed):

@@ -42,6 +42,8 @@ _EXPORTS = {  # public name -> (module, attribute)
     "Generated": ("tokfst_cli.decoding.matcher", "Generated"),
     "allocate_token_bitmask": ("tokfst_cli.decoding.matcher", "allocate_token_bitmask"),
     "apply_token_bitmask_inplace": ("tokfst_cli.decoding.matcher", "apply_token_bitmask_inplace"),
+    "BatchMatcher": ("tokfst_cli.decoding.batched", "BatchMatcher"),
+    "fill_next_token_bitmasks": ("tokfst_cli.decoding.batched", "fill_next_token_bitmasks"),
     "compile_schema": ("tokfst_cli.schema.compile", "compile_schema"),
     "serialize": ("tokfst_cli.schema.serialize", "serialize"),
     "compile_grammar": ("tokfst_cli.grammar.load", "compile_grammar"),

@@ -27,6 +27,7 @@ the artifact's token healing (``healing.Healing``: the prompt, the kept token id
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from itertools import chain
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
@@ -40,6 +41,7 @@ from tokfst_cli.decoding.matcher import Steps, check_state, int_state, pack, tok
 from tokfst_cli.errors import DisallowedTokenError, ForeignStateError, InputError, UsageError
 from tokfst_cli.grammar.pushdown import Pushdown, from_fst
 from tokfst_cli.support.files import read_artifact
+from tokfst_cli.support.kinds import describe
 from tokfst_cli.tokenizer.model import TokenizerModel, foreign
 
 _OPENFST_MAGIC = FST_MAGIC.to_bytes(4, "little")
@@ -237,9 +239,13 @@ def _index(data: bytes, source: str) -> IndexDecoder:
     try:
         index = json.loads(data)
     except (ValueError, UnicodeDecodeError, RecursionError):
-        raise InputError(f"{source} is not valid JSON", "give an artifact written by tokfst promote") from None
+        index = None
     if not isinstance(index, dict) or index.get("format") != "tokfst-index":
-        raise InputError(f"{source} is not a tokfst-index file", "give an artifact written by tokfst promote")
+        kind = describe(data)  # another tokfst file (compile-bpe's A_BPE, a bench report) named by its kind
+        what = f"is {kind}, not a constraint" if kind else "is not valid JSON" if index is None else \
+            "is not a tokfst-index file"
+        raise InputError(f"{source} {what}", "give an artifact written by tokfst promote (an .fst, an index, "
+                                             "a lazy or factorized form)")
     arrays = _checked(index)
     if isinstance(arrays, str):
         raise InputError(f"{source} is a damaged tokfst-index file: {arrays}", "rebuild it with tokfst promote",
@@ -454,6 +460,10 @@ def load(path: str, tokenizer: TokenizerModel | str | None = None) -> Decoder:
 
             return PushdownDecoder(model, pdt)
         _same_tokenizer(fst, model, path)
+        if model is not None:  # compact symbol tables (promote's compact symbols) made whole again
+            from tokfst_cli.automata.symbols import full_tables  # deferred: start-up: only this path needs it
+
+            fst = full_tables(fst, model)
         size = model.vocab_size if model is not None else _vocab_of(fst, path)
         return FstDecoder(fst, size, model)
     decoder = _index(data, path)
@@ -464,7 +474,7 @@ def load(path: str, tokenizer: TokenizerModel | str | None = None) -> Decoder:
 
 def lazy(tokenizer: TokenizerModel | str, pattern: str | None = None, *, schema: Any = None,
          automaton: Any = None, grammar: str | None = None, grammar_format: str = "gbnf", any_json: bool = False,
-         **schema_options: Any):
+         max_tokens: int | None = None, **schema_options: Any):
     """The agnostic constraint of a regex, a JSON Schema, a grammar (its text, in ``grammar_format``:
     ``gbnf`` or ``lark``; a self-embedding one decodes with a stack, ``stack.PushdownDecoder``) or a
     byte automaton, expanded per state on first use (``lazy.LazyDecoder``: no promotion); ``tokenizer``
@@ -472,12 +482,16 @@ def lazy(tokenizer: TokenizerModel | str, pattern: str | None = None, *, schema:
     name; ``any_json=True``: every JSON document, nested to any depth (``whitespace=`` compact,
     pretty or flexible); a schema's recursion and free values nest to any depth too, with a stack
     (``recursion=`` "auto", "stack" or "cut": ``grammar.schema.compile_json``; with ``filters`` "cut");
-    ``filters=`` text-level ``Filters`` (``lazy.decoder``); ``promote --format lazy``
-    writes the same decoder's artifact, which :func:`load` reads."""
+    ``filters=`` text-level ``Filters`` (``lazy.decoder``) and ``max_tokens`` (also a keyword of its
+    own: at most N tokens, ``counted_lazy.CountedLazy``; not with a stack); ``promote --format lazy``
+    writes the same decoder's artifact (without a token budget), which :func:`load` reads."""
+    from tokfst_cli.filters.compose import Filters  # deferred: start-up: only this path needs it
     from tokfst_cli.promotion import lazy as lazy_mod  # deferred: start-up: only this path needs it
     from tokfst_cli.tokenizer.model import load as load_tokenizer  # deferred: start-up: only this path needs it
 
     model = load_tokenizer(tokenizer)
+    if max_tokens is not None:  # one more filter (Filters checks the count)
+        schema_options["filters"] = replace(schema_options.get("filters") or Filters(), max_tokens=max_tokens)
     if grammar is not None:
         from tokfst_cli.grammar.load import compile_grammar  # deferred: start-up: only this path needs it
 
@@ -500,7 +514,16 @@ def lazy(tokenizer: TokenizerModel | str, pattern: str | None = None, *, schema:
             raise InputError(f"{automaton.pattern} needs a stack: filters do not apply to it",
                              "drop the filters, or cut the recursion (recursion='cut')", hint="grammar-pushdown")
         return PushdownDecoder(model, automaton)
-    return lazy_mod.decoder(model, pattern, schema=schema, automaton=automaton, **schema_options)
+    filters = schema_options.get("filters")
+    budget = filters.max_tokens if filters is not None else None
+    if budget is not None:  # the lazy decoder's own filters are text-level; the count wraps it
+        schema_options["filters"] = replace(filters, max_tokens=None)
+    decoder = lazy_mod.decoder(model, pattern, schema=schema, automaton=automaton, **schema_options)
+    if budget is None:
+        return decoder
+    from tokfst_cli.promotion.counted_lazy import CountedLazy  # deferred: start-up: only this path needs it
+
+    return CountedLazy(decoder, budget)
 
 
 def _same_tokenizer(fst: pynini.Fst, model: TokenizerModel | None, path: str) -> None:
@@ -521,7 +544,8 @@ def _vocab_of(fst: pynini.Fst, path: str) -> int:
         raise InputError(f"{path} has no symbol table to size its vocabulary", "load it with its tokenizer")
     from tokfst_cli.text.terminals import Terminal  # deferred: start-up: only this path needs it
 
-    if Terminal.parse(table.find(table.num_symbols() - 1)) is not None:
+    last = table.available_key() - 1  # a compact table (promote's compact symbols) keeps the last token
+    if Terminal.parse(table.find(last)) is not None:
         raise InputError(f"{path} has terminal labels, whose masks come from its tokenizer",
                          "load it with its tokenizer", hint="terminals-need-tokenizer")
-    return table.num_symbols() - 1
+    return last

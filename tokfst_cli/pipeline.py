@@ -39,6 +39,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
+import numpy as np
 import pynini
 
 from tokfst_cli.errors import EmptyLanguageError, InputError, LimitError, UsageError
@@ -116,6 +117,26 @@ class Result:
                            self.limits.max_arcs if self.canonical else None,
                            self.healing.to_json() if self.healing is not None else None, self.terminals,
                            max_tokens=self.counted.limit if self.counted is not None else None, arrays=self.arrays)
+
+    def summary(self) -> dict:
+        """What was built, as one JSON-ready object (``promote --json``): the form, states, arcs,
+        distinct tokens on the arcs, terminal labels, seconds, the tokenizer's fingerprint; the
+        factorized form gives its text automaton's states and why it was chosen."""
+        got = {"form": "materialized" if self.materialized else "factorized", "pattern": self.pattern,
+               "fingerprint": self.model.fingerprint, "canonical": self.canonical, "seconds": round(self.seconds, 6)}
+        if self.materialized:
+            from tokfst_cli.automata.arrays import fst_arrays  # deferred: start-up: only this path needs it
+
+            fst = self._fst if self._fst is not None else self.counted.fst  # max_tokens: S, or its product if made
+            a = self.arrays if self.arrays is not None and self.counted is None else fst_arrays(fst)
+            labels = np.unique(a.ilabel)
+            got.update(states=len(a.final), arcs=len(a.ilabel),
+                       tokens=int(np.count_nonzero((labels > 0) & (labels <= self.model.vocab_size))),
+                       terminals=len(self.terminals), max_tokens=self.counted.limit if self.counted else None)
+        else:
+            got.update(overflow=str(self.overflow) if self.overflow is not None else None)
+        got.update(excluded=list(self.excluded), healing=self.healing.to_json() if self.healing is not None else None)
+        return got
 
     def decoder(self):
         """The per-step decoder (``initial``, ``mask``, ``advance``, ``is_final``)."""
@@ -427,6 +448,74 @@ def build(model: TokenizerModel | str | Any, pattern: str, *, canonical: bool = 
 
 
 SPECIAL_TEXT = ("exclude", "refuse")
+FALLBACK_STAGES = ("A o T", "the promoted automaton")  # past max_states there: build_auto's lazy form
+
+
+@dataclass
+class LazyForm:
+    """The lazy form :func:`build_auto` chose: the byte DFA's table (``byte_table.ByteTable``), promoted
+    state by state at decoding, and ``reason``, the limit the promoted automaton passed."""
+
+    model: TokenizerModel
+    table: Any
+    reason: LimitError | None = None
+    seconds: float = 0.0
+
+    def to_bytes(self) -> bytes:
+        """The lazy artifact (``tokfst-lazy``; ``constraint.load`` reads it with the tokenizer)."""
+        from tokfst_cli.promotion.byte_table import to_bytes  # deferred: start-up: only this path needs it
+
+        return to_bytes(self.table, self.model.fingerprint)
+
+    def decoder(self):
+        """The lazy decoder (``lazy.LazyDecoder``)."""
+        from tokfst_cli.promotion.lazy import LazyDecoder  # deferred: start-up: only this path needs it
+
+        return LazyDecoder(self.model, self.table)
+
+    def summary(self) -> dict:
+        """As :meth:`Result.summary`: the byte DFA's states and classes of bytes, and why."""
+        return {"form": "lazy", "pattern": self.table.source, "fingerprint": self.model.fingerprint,
+                "canonical": False, "seconds": round(self.seconds, 6), "states": self.table.states,
+                "classes": int(self.table.delta.shape[1]), "fallback": str(self.reason) if self.reason else None}
+
+
+def lazy_possible(canonical: bool = False, filters: Filters = NO_FILTERS, prompt: str | None = None,
+                  terminals: bool | None = None, method: str | None = None, artifact: str | None = None) -> bool:
+    """Does the lazy form take these options? (agnostic, text filters at most, terminal labels not asked for)"""
+    return not (canonical or filters.token_level() or prompt is not None or terminals is True or method is not None
+                or artifact is not None)
+
+
+def build_lazy(model: TokenizerModel | str | Any, pattern: str, *, automaton: ByteAutomaton | None = None,
+               limits: Limits = Limits(), cache: bool = True, filters: Filters = NO_FILTERS,
+               reason: LimitError | None = None) -> LazyForm:
+    """The lazy form of ``pattern`` (or ``automaton``): its byte DFA as a table (``lazy.table_for``)."""
+    from tokfst_cli.promotion import lazy  # deferred: start-up: only this path needs it
+
+    model = load_tokenizer(model)
+    start = time.perf_counter()
+    with stage("A: the byte DFA's table (lazy form)"):
+        a = automaton if automaton is not None else compile_regex(pattern, limits.max_states)
+        table = lazy.table_for(model, a, limits.max_states, cache=cache, filters=filters)
+    return LazyForm(model, table, reason, time.perf_counter() - start)
+
+
+def build_auto(model: TokenizerModel | str | Any, pattern: str, *, fallback: bool = True,
+               **options: Any) -> Result | LazyForm:
+    """:func:`build` (``options``), or where the promoted automaton passes ``limits.max_states``
+    (A o T's size is bounded before it is built), the lazy form (:func:`build_lazy`, ``reason`` set)
+    when ``fallback`` and the options allow it (:func:`lazy_possible`; terminal labels are a form of
+    the promoted automaton, which the lazy form does not need); otherwise the LimitError."""
+    try:
+        return build(model, pattern, **options)
+    except LimitError as e:
+        names = ("canonical", "filters", "prompt", "method", "artifact")
+        if (not fallback or e.limit != "max_states" or e.stage not in FALLBACK_STAGES
+                or not lazy_possible(**{k: options[k] for k in names if k in options})):
+            raise
+        return build_lazy(model, pattern, automaton=options.get("automaton"), limits=options.get("limits", Limits()),
+                          cache=options.get("cache", True), filters=options.get("filters", NO_FILTERS), reason=e)
 
 
 def _without_specials(model: TokenizerModel, a: ByteAutomaton) -> tuple[ByteAutomaton, list[str]]:

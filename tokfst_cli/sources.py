@@ -21,7 +21,7 @@ from tokfst_cli.grammar.pushdown import Pushdown
 from tokfst_cli.schema.refs import loads
 from tokfst_cli.tokenizer.model import load as load_tokenizer
 
-SCHEMA_OPTIONS = ("whitespace", "max_depth", "lenient", "any_order", "max_states", "recursion")
+SCHEMA_OPTIONS = ("whitespace", "max_depth", "lenient", "any_order", "max_states", "recursion", "number_spellings")
 
 
 def schema_document(schema: Any) -> dict | bool:
@@ -48,7 +48,7 @@ def compile(tokenizer: Any, *, regex: str | None = None, schema: Any = None, gra
             level: str = "pipeline", max_states: int = 1_000_000, **schema_options: Any):
     """The decoder of one constraint (module docstring): exactly one of ``regex``, ``schema`` and
     ``grammar`` (GBNF or Lark text, ``grammar_format``); ``schema_options``: those of the schema
-    compiler (whitespace, max_depth, lenient, any_order, recursion)."""
+    compiler (whitespace, max_depth, lenient, any_order, recursion, number_spellings)."""
     if sum(x is not None for x in (regex, schema, grammar)) != 1:
         raise InputError("give exactly one of regex, schema and grammar", "pass one of them")
     unknown = sorted(set(schema_options) - set(SCHEMA_OPTIONS))

@@ -26,6 +26,7 @@ from tokfst_cli.cli.errors import word
 from tokfst_cli.errors import InputError
 from tokfst_cli.text import catalogue
 
+from ..conftest import shared
 from ..helpers import SIX_REGEXES, accepts
 from ..runner import Run, run, tokfst
 
@@ -56,8 +57,11 @@ def tiny_tokenizer(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, tiny_tokenizer):
-    """All modes, each alone and together, plus a forced timeout."""
-    d = tmp_path_factory.mktemp("bench")
+    """All modes, each alone and together, plus a forced timeout (once for both xdist workers)."""
+    return shared(tmp_path_factory, "bench-modes", lambda d: _runs(d, tiny_tokenizer))
+
+
+def _runs(d: Path, tiny_tokenizer: Path):
     (d / "regexes.txt").write_text("# two patterns\n[0-9]{2}\n(state|token)\n")
     common = [*TINY, "--tokenizer", tiny_tokenizer]
     small = {"table1": ["--words", "5"], "paragraph": ["--trials", "2", "--paragraph-chars", "300"],

@@ -32,12 +32,12 @@ from tokfst_cli.text.regex import compile_regex
 from tokfst_cli.tokenizer import model as tokmod
 
 from ..runner import run
+from .workers import SlowEngine
 
 CORPUS = Path(__file__).parent.parent / "data" / "schemas"
 SMALL = ["emmet.json", "jsinspectrc.json", "pattern.json", "rc3-auth-0.0.3.json"]  # 1-3 KB each
 OVER = {"type": "number", "multipleOf": 0.123456789}  # a digit automaton of 1.4e9 states: LimitError
 CORPUS_BYTES = 10_000  # 27 of the 66 files; all of them: about 10 min, and some exhaust memory
-SLOW = "tests.bench.workers:slow_worker"  # a child that imports only the standard library
 # the peers of the test extras (pyproject: test); xgrammar needs torch and triton, so it is in the bench extras
 # only and measured by the bench run in the README, not here
 TESTED_PEERS = tuple(p for p in PEERS if p != XGRAMMAR)
@@ -162,7 +162,7 @@ def test_a_steered_text_ends_where_uniform_texts_run_too_long(seed):
 # ---- failure paths ----------------------------------------------------------------------------------
 def test_a_stage_past_its_limit_is_a_timeout_and_the_next_file_runs(tmp_path):
     files = [tmp_path / n for n in ("a.json", "slow.json", "z.json")]
-    rows, setup = schema_workers.run_engine("tokfst", "gpt2", files, 1, 4.0, lambda _: None, target=SLOW)
+    rows, setup = schema_workers.run_engine("tokfst", "gpt2", files, 1, 4.0, lambda _: None, work=SlowEngine)
     assert setup == 0.0
     assert {n: r["status"] for n, r in rows.items()} == {"a.json": "compiled", "slow.json": "timeout",
                                                          "z.json": "compiled"}

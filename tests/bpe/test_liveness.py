@@ -19,6 +19,7 @@ from tokfst_cli.errors import InputError, LimitError
 from tokfst_cli.text import catalogue
 from tokfst_cli.tokenizer import model as tokmod
 
+from ..conftest import budget
 from ..walks import equal_masks, walks
 from .common import synthetic_tokenizer
 
@@ -56,7 +57,7 @@ def test_no_dead_ends_and_masks_equal_across_forms(tokenizer, name, level, key):
         assert equal_masks(decoders["fst"], dec, 150) > 0
         assert equal_masks(decoders["index"], dec, 50) > 0
     for kind, d in decoders.items():
-        walks(d, WALKS if kind == "factorized" else 1_000, seed=len(name + level + key))
+        walks(d, budget(WALKS if kind == "factorized" else 1_000), seed=len(name + level + key))
 
 
 def test_the_issues_example(tokenizer):

@@ -31,7 +31,7 @@ from tokfst_cli.pretok import image
 from tokfst_cli.text.regex import compile_regex
 from tokfst_cli.tokenizer.model import from_json
 
-from ..conftest import TOKENIZERS
+from ..conftest import TOKENIZERS, budget
 from ..runner import run
 from . import pipelines as pl
 
@@ -282,14 +282,14 @@ def check_sampled(name: str, patterns: dict, paths: int, factorized_paths: int) 
         a = compile_regex(pattern).fst
         result = pipeline.build(model, pattern, canonical=True)
         dec = result.decoder()
-        for _ in range(500):
+        for _ in range(budget(500)):
             s = sample_string(a, rng).decode("utf-8")
             state = dec.initial()
             for t in encode(hf, s):
                 state = dec.advance(state, t)
             assert dec.is_final(state), (key, s)
         ap = pynini.compose(a, p, connect=True).arcsort("olabel")
-        for _ in range(paths if result.materialized else factorized_paths):
+        for _ in range(budget(paths if result.materialized else factorized_paths, floor=3)):
             path = sample_path(dec, rng)
             text = witness(ap, texts, path)
             assert text is not None and encode(hf, text) == path, (key, path, text)

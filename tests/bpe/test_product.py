@@ -20,7 +20,7 @@ from tokfst_cli.tokenizer import model as tokmod
 from tokfst_cli.tokenizer.model import model_text
 from tokfst_cli.tokenizer.reference import HfReference
 
-from ..conftest import words100
+from ..conftest import budget, words100
 from ..helpers import (
     SIX_REGEXES,
     accepts,
@@ -116,7 +116,8 @@ def test_implicit_precomputed_and_factorized_agree(tmp_path):
         lex = build_lexicon(model)
         abpe = explicit_automaton(imp, model)
         assert pynini.equivalent(abpe, canonical_automaton(model))  # A_BPE: implicit form = Eq. 4 on Sigma*
-        for pattern in patterns:
+        gadgets = budget(len(patterns), floor=1)  # the gadget cascade (Eq. 4 per language) is the slow reference
+        for k, pattern in enumerate(patterns):
             try:
                 agnostic = promote(model, compile_regex(pattern), lex).fst
             except Exception:  # noqa: BLE001 - a trained vocabulary may not spell the language
@@ -125,7 +126,8 @@ def test_implicit_precomputed_and_factorized_agree(tmp_path):
             _check_against_hf(model, pattern, mat)
             pre = pynini.intersect(agnostic.copy().arcsort("olabel"), abpe.copy().arcsort("ilabel")).connect()
             assert pynini.equivalent(mat, pre.minimize()), pattern  # Eq. 5 = implicit product
-            assert pynini.equivalent(mat, promote_gadgets(compile_regex(pattern), model)), pattern  # = Eq. 4
+            if k < gadgets:
+                assert pynini.equivalent(mat, promote_gadgets(compile_regex(pattern), model)), pattern  # = Eq. 4
             fz = factorize(agnostic, imp)
             assert pynini.equivalent(mat, _expand(fz)), pattern  # same language
             delta, fin = transitions(mat), finals(mat)  # and every materialized arc is allowed there

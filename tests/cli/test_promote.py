@@ -29,7 +29,7 @@ from tokenizers import Tokenizer, models
 from tokfst_cli.automata import symbols
 from tokfst_cli.decoding import index as index_mod
 
-from ..conftest import TOKENIZER
+from ..conftest import TOKENIZER, shared
 from ..helpers import SIX_REGEXES
 from ..runner import ANSI, SGR, make_env, run, run_many, tokfst_on_a_tty, tool
 
@@ -61,8 +61,13 @@ class Promoted:
 
 @pytest.fixture(scope="module")
 def promoted(tmp_path_factory) -> Promoted:
-    cache = tmp_path_factory.mktemp("cli-cache")
-    d = tmp_path_factory.mktemp("cli-out")
+    return shared(tmp_path_factory, "cli-promoted", _promoted)
+
+
+def _promoted(root: Path) -> Promoted:
+    cache, d = root / "cli-cache", root / "cli-out"
+    cache.mkdir()
+    d.mkdir()
     env = make_env(cache)
     regex_file = d / "pattern.txt"
     regex_file.write_text(PATTERN + "\n", encoding="utf-8")

@@ -209,9 +209,10 @@ def test_stream_prints_tokens_before_the_input_ends(real):
 def test_eager_output_keeps_little_back_on_long_text(real):
     """A long text of many pre-tokens (GPT-2) fed in 64-byte chunks: the tokens held back at any
     time stay within a few BATCHes of characters, and all but the last few tokens come before
-    ``finish``; Llama-2 (no pre-tokenizer: one pre-token per segment) holds a segment whole."""
+    ``finish``; Llama-2 (no pre-tokenizer: one pre-token per segment) emits inside the pre-token
+    (the last token of every prefix): it holds back about a chunk and a token."""
     text = " ".join(pl.texts(400, seed=4))
-    for name, bound in (("gpt2", 1200), ("llama2", None)):
+    for name, bound in (("gpt2", 1200), ("llama2", 200)):
         enc, hf = real[name]
         oracle = hf_ids(hf, text)
         s, early = enc.stream(), []
@@ -220,7 +221,4 @@ def test_eager_output_keeps_little_back_on_long_text(real):
             early += s.feed(data[i:i + 64])
             assert early == oracle[:len(early)]
         assert early + s.finish() == oracle
-        if bound is None:
-            assert early == [] and s.held >= len(text) - 64
-        else:
-            assert s.held <= bound and len(early) >= len(oracle) - 200, (s.held, len(early), len(oracle))
+        assert s.held <= bound and len(early) >= len(oracle) - 200, (name, s.held, len(early), len(oracle))

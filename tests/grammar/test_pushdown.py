@@ -314,35 +314,85 @@ def test_lazy_takes_a_pushdown_grammar(tokenizer):
     assert isinstance(d, PushdownDecoder) and not d.is_final(d.initial())
 
 
-@pytest.mark.parametrize("tok", ["gpt2", "llama2"])
-@pytest.mark.parametrize("cut", [1, 2, 5])
-def test_masks_on_cut_stacks_equal_masks_on_whole_stacks(cut, tok, tokenizer, compiled, monkeypatch):
-    """Masks kept per stack top (``stack.CUT`` frames) and completed where a token pops below it:
-    the same as on whole stacks, along a walk that nests deep (arith: three frames per bracket)."""
+@pytest.mark.parametrize(("tok", "eager"), [("gpt2", True), ("llama2", False)])
+@pytest.mark.parametrize("name", sorted(GRAMMARS))
+def test_masks_from_parts_equal_masks_on_whole_stacks(name, tok, eager, tokenizer, compiled, monkeypatch):
+    """Masks made of parts (context-independent per PDT state, the pops resolved against the stack
+    frame by frame; made up front, or on first use with the memos bounded tight): the same as a
+    walk of T on the whole stacks, along walks that nest deep and close several frames per token
+    (arith: three frames per bracket), and never empty."""
     from tokfst_cli.promotion import stack
 
+    monkeypatch.setattr(stack, "EAGER", eager)
+    if not eager:  # and the memos made anew mid-walk
+        monkeypatch.setattr(stack, "PARTS", 3)
+        monkeypatch.setattr(stack, "SETS", 300)
     model = tokenizer(tok)
-    whole = PushdownDecoder(model, compiled["arith"])
-    monkeypatch.setattr(stack, "CUT", 10**9)
+    d = PushdownDecoder(model, compiled[name])
+    reference = PushdownDecoder(model, compiled[name])
     surface = _surfaces(model)
-    rng = np.random.default_rng(cut)
-    monkeypatch.setattr(stack, "CUT", cut)
-    cutting = PushdownDecoder(model, compiled["arith"])
-    s1, s2, deepest = cutting.initial(), whole.initial(), 0
-    for _ in range(60):
-        m1 = cutting.mask(s1)
-        monkeypatch.setattr(stack, "CUT", 10**9)
-        m2 = whole.mask(s2)
-        monkeypatch.setattr(stack, "CUT", cut)
-        assert (m1 == m2).all()
-        allowed = np.flatnonzero(m1)
-        opening = [t for t in allowed if surface[int(t)].lstrip(b" ").startswith(b"(")]
-        operator = [t for t in allowed if surface[int(t)].lstrip(b" ")[:1] in (b"+", b"*")]
-        pool = opening if opening and rng.random() < 0.8 else operator if operator and rng.random() < 0.7 else allowed
+    rng = np.random.default_rng(len(name))
+    state, deepest = d.initial(), 0
+    for i in range(60):
+        words = d.bitmask(state)
+        assert (words == reference.whole_bitmask(state)).all()
+        allowed = np.flatnonzero(d.mask(state))
+        assert len(allowed) or d.is_final(state)
+        if not len(allowed):
+            break
+        opening = [t for t in allowed if surface[int(t)].strip(b" ") and set(surface[int(t)]) <= set(b" ([")]
+        closing = [t for t in allowed if len(surface[int(t)]) > 1 and set(surface[int(t)]) <= set(b")]} ,")]
+        pool = opening if opening and i < 30 else closing if closing and rng.random() < 0.6 else allowed
         token = int(rng.choice(pool))
-        s1, s2 = cutting.advance(s1, token), whole.advance(s2, token)
-        deepest = max(deepest, cutting.depth(s1))
-    assert deepest > 3 * cut
+        state = d.advance(state, token)
+        deepest = max(deepest, d.depth(state))
+    assert deepest > 6
+
+
+BRACKETS = 'root ::= "(" root ")" | "[" root* "]" | "{" "x" ("," root)? "}" | "x" | "xy"\n'
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.lists(st.sampled_from(["(", "[", "[(", "{x,", "((", "x", "xy", ")", "]", "}", ")]", "])", "))", "]]"]),
+                max_size=24))
+def test_masks_from_parts_equal_whole_stack_masks_on_any_prefix(tokenizer, pieces):
+    """Hypothesis: along any sequence of bracket tokens (those the state allows), the mask made
+    of parts equals the walk on whole stacks (nullable repetition, two-byte closers, a rule that
+    ends in a final state that reads on: "x" | "xy")."""
+    model = tokenizer("gpt2")
+    d = _brackets(model)
+    state = d.initial()
+    for piece in pieces:
+        assert (d.bitmask(state) == d.whole_bitmask(state)).all()
+        t = model.token_id(piece)
+        if t is not None and d.mask(state)[t]:
+            state = d.advance(state, t)
+    assert (d.bitmask(state) == d.whole_bitmask(state)).all()
+
+
+_BRACKETS: dict = {}
+
+
+def _brackets(model) -> PushdownDecoder:
+    """One decoder per model for the Hypothesis examples (its parts kept between them)."""
+    if id(model) not in _BRACKETS:
+        _BRACKETS[id(model)] = PushdownDecoder(model, compile_grammar(BRACKETS))
+    return _BRACKETS[id(model)]
+
+
+def test_a_keyword_may_be_spelled_in_any_tokens(tokenizer):
+    """After "[" and "f" in the bench's JSON grammar every token extending "false" is allowed, not
+    only the one spelling its rest (llguidance's mask narrows to "alse" there, though it consumes
+    "a"): the agnostic mask; lark parses the sentence."""
+    from tokfst_cli.bench.grammars import JSON as BENCH_JSON
+
+    model = tokenizer("gpt2")
+    d = PushdownDecoder(model, compile_grammar(BENCH_JSON, "lark"))
+    state = d.advance(d.advance(d.initial(), model.token_id("[")), model.token_id("f"))
+    mask = d.mask(state)
+    assert all(mask[model.token_id(s)] for s in ("a", "al", "als", "alse"))
+    assert not mask[model.token_id("r")]
+    assert Lark(BENCH_JSON, parser="lalr").parse("[false]")
 
 
 def test_bench_grammars_runs_and_agrees_with_llguidance(tmp_path):
@@ -369,16 +419,13 @@ def test_a_token_automaton_whose_tokens_look_like_parentheses_is_not_a_pdt(tmp_p
     assert not isinstance(d, PushdownDecoder) and d.mask(d.initial())[model.token_id("(_")]
 
 
-@pytest.mark.parametrize("cut", [1, 2])
-def test_tokens_that_pop_below_the_cut_are_judged_on_the_whole_stack(cut, tokenizer, monkeypatch):
-    """Two kinds of brackets nested 12 deep, stacks cut to 1 or 2 frames: a token closing several
-    ("])", ")]", ")))") is allowed exactly when the whole stack closes in its order."""
-    from tokfst_cli.promotion import stack
-
+@pytest.mark.parametrize("seed", [1, 2])
+def test_tokens_that_pop_several_frames_are_judged_on_the_whole_stack(seed, tokenizer):
+    """Two kinds of brackets nested 12 deep: a token closing several ("])", ")]", ")))") is
+    allowed exactly when the stack closes in its order (its pops resolved frame by frame)."""
     model = tokenizer("gpt2")
-    monkeypatch.setattr(stack, "CUT", cut)
     d = PushdownDecoder(model, compile_grammar('root ::= "(" root ")" | "[" root "]" | "x"\n'))
-    rng = np.random.default_rng(cut)
+    rng = np.random.default_rng(seed)
     for _ in range(5):
         opened = "".join(rng.choice(["(", "["], 12))
         state = d.initial()

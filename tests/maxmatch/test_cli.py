@@ -1,8 +1,9 @@
 """Canonical MaxMatch on the command line: compile-maxmatch, promote --canonical on BERT,
 canonical-check for WordPiece; OpenFst tools read the results; errors are one line with exit 2.
 
-The installed console script runs as concurrent subprocesses (tests.runner.run_many) on a fresh
-cache, so that errors are also checked for colour codes as a real pipe receives them."""
+The installed console script runs as concurrent subprocesses (tests.runner.run_many), so that errors
+are also checked for colour codes as a real pipe receives them. They share the session's cache: BERT's
+stage P tables are built once for the whole suite (tests/cli/test_promote.py covers a cold cache)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from tokfst_cli.errors import InputError
 from tokfst_cli.maxmatch import factorized, product
 from tokfst_cli.text.regex import compile_regex
 
-from ..conftest import TOKENIZER
+from ..conftest import TOKENIZER, shared
 from ..helpers import SIX_REGEXES
 from ..runner import ANSI, make_env, run_many, tool
 
@@ -26,8 +27,11 @@ WORDS = r"[a-z]+( [a-z]+){0,3}"
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, tokenizer):
-    d = tmp_path_factory.mktemp("wp-cli")
-    env = make_env(d / "cache")
+    return shared(tmp_path_factory, "maxmatch-cli", lambda d: _runs(d, tokenizer))
+
+
+def _runs(d, tokenizer):
+    env = make_env()
     model, hf = tokenizer("bert"), tokenizer.hf("bert")
     hf.no_padding()
     hf.no_truncation()

@@ -15,7 +15,7 @@ from tokfst_cli.constraint import FstDecoder
 from tokfst_cli.errors import DisallowedTokenError
 from tokfst_cli.text import catalogue
 
-from ..conftest import real
+from ..conftest import budget, real
 from ..walks import equal_masks, walks
 
 PATTERNS = {**catalogue.FOUNDATION, **catalogue.MAXMATCH,
@@ -35,7 +35,7 @@ def test_no_dead_ends_and_masks_equal(key):
         mat = None
     if mat is not None:
         assert equal_masks(FstDecoder(mat.fst, model.vocab_size), machine, 150) > 0
-    walks(machine, 10_000, seed=len(key), closer=text_steering(machine))
+    walks(machine, budget(10_000), seed=len(key), closer=text_steering(machine))
 
 
 @pytest.mark.parametrize("pattern", ["unaffable", "(Cologne|Berlin|Bonn|Munich)"])

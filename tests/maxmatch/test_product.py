@@ -21,7 +21,7 @@ from tokfst_cli.maxmatch.composition import compiled, maxmatch_promote
 from tokfst_cli.text.regex import compile_regex
 from tokfst_cli.tokenizer.model import from_json
 
-from ..conftest import real, words100
+from ..conftest import budget, real, words100
 from ..helpers import SIX_REGEXES, add_words_regex, distance_to_final, enumerate_paths, sample_paths
 
 EXTRA = {
@@ -31,7 +31,7 @@ EXTRA = {
 }
 REGEXES = {**add_words_regex(SIX_REGEXES, words100()), **EXTRA}
 FINITE = ("json", "cities", "words100")
-N = 500
+N = budget(500)
 
 
 def bert():

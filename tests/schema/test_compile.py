@@ -163,11 +163,13 @@ def test_whitespace_policies():
 
 
 def test_one_spelling_per_string_and_number():
-    fst = compiled({"type": ["string", "number"]})
+    fst = compiled({"type": ["string", "number"]}, number_spellings="shortest")
     for text in ['"a\\nb"', '"\\u0001"', '"é"', '"\\"\\\\"', "0", "-1.5", "10"]:
         assert accepts(fst, text), text
     for text in ['"a\\u000ab"', '"\\u00e9"', '"\\/"', '"\\u0022"', "-0", "1.50", "1e1", "01", '"\t"', '"\x01"']:
         assert not accepts(fst, text), text
+    fst = compiled({"type": ["string", "number"]})  # by default, every JSON spelling of a number
+    assert all(accepts(fst, t) for t in ["-0", "1.50", "1e1", "5.0"]) and not accepts(fst, "01")
 
 
 def test_empty_languages_raise():

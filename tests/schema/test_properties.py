@@ -51,7 +51,7 @@ def test_numbers_are_exact(lower, upper, lower_x, upper_x, integer, multiple, va
         schema["exclusiveMaximum" if upper_x else "maximum"] = _number(upper)
     if multiple:
         schema["multipleOf"] = float(multiple)
-    fst = compiled(schema)
+    fst = compiled(schema, number_spellings="shortest")  # every spelling: tests/schema/test_number_spellings.py
     for v in values:
         valid = ((lower is None or (v > lower if lower_x else v >= lower))
                  and (upper is None or (v < upper if upper_x else v <= upper))

@@ -267,7 +267,11 @@ def spelling(fst: pynini.Fst, lexicon: pynini.Fst) -> pynini.Fst:
 
 
 def surface(spelled: pynini.Fst, max_states: int = 1_000_000) -> pynini.Fst:
-    """The minimal byte acceptor of the strings of :func:`spelling`'s transducer."""
+    """The minimal byte acceptor of the strings of :func:`spelling`'s transducer (LimitError past
+    ``max_states``: its states, counted before determinizing, or the DFA's)."""
+    if spelled.num_states() > max_states:
+        raise LimitError("the surface automaton (strings)", "max_states", max_states, spelled.num_states(),
+                         remedy="simplify")
     f = pynini.reverse(pynini.project(spelled, "output")).rmepsilon()
     d = pynini.determinize(f, nstate=max_states + 1)
     if d.num_states() > max_states:

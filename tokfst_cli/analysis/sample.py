@@ -16,10 +16,12 @@ and the law asked for (``uniform``):
   a factorized form is first expanded through its decoder (:func:`counting.explore`, up to
   ``max_arcs`` arcs, else LimitError).
 * ``"strings"`` (:class:`UniformStrings`): **uniform over the distinct strings** the sequences
-  spell (the surface language, :func:`counting.surface`: token surfaces as the lexicon T reads
-  them, at most ``max_len`` bytes; default every string of a finite language, else
-  ``MAX_BYTES``), each given as a path spelling it, drawn uniformly among the artifact's paths
-  for that string (canonical artifacts: the only one).
+  spell (the surface language: token surfaces as the lexicon T reads them, at most ``max_len``
+  bytes; default every string of a finite language, else ``MAX_BYTES``), each given as a path
+  spelling it, drawn uniformly among the artifact's paths for that string (canonical artifacts:
+  the only one). The surface is the single-byte-token part of the decoder where that is exact,
+  else :func:`counting.surface`; the path, a lattice walked through the decoder
+  (:mod:`.strings`).
 
 :func:`sample` draws n sequences; :func:`record` gives their ids, token names and text (HF's
 ``decode``).
@@ -31,10 +33,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from tokfst_cli.analysis import counting
+from tokfst_cli.analysis import counting, strings
 from tokfst_cli.constraint import FstDecoder, IndexDecoder
 from tokfst_cli.errors import InputError, LimitError
 from tokfst_cli.filters.length import CountedDecoder
+from tokfst_cli.support.progress import stage
 
 MAX_TOKENS = 64
 MAX_BYTES = 64  # default bound of uniform strings for an infinite surface language
@@ -77,7 +80,8 @@ class Uniform:
 
 class UniformStrings:
     """Uniform strings of the surface language of at most ``max_len`` bytes, each as a path of the
-    acceptor spelling it (uniform among those paths)."""
+    decoder spelling it (uniform among those paths). The surface: the decoder's single-byte-token
+    part where that is exact, else A o T projected (:mod:`.strings`)."""
 
     uniform = True
 
@@ -85,11 +89,17 @@ class UniformStrings:
                  max_states: int = 1_000_000):
         from tokfst_cli.promotion.lexicon import lexicon  # deferred: start-up: only this path needs it
 
-        self.spelled = counting.spelling(counting.explore(decoder, max_arcs), lexicon(model))
-        strings = counting.surface(self.spelled, max_states)
-        if max_len is None and not counting.is_finite(strings):
+        self.decoder, self.spelling = decoder, strings.Spelling(lexicon(model), model.surfaces)
+        with stage("uniform strings: the strings' automaton"):
+            if strings.single_bytes_suffice(decoder, self.spelling, max_arcs):
+                surface = strings.byte_surface(decoder, self.spelling, max_states)
+            else:
+                surface = counting.surface(counting.spelling(counting.explore(decoder, max_arcs), lexicon(model)),
+                                           max_states)
+        if max_len is None and not counting.is_finite(surface):
             max_len = MAX_BYTES
-        self.strings = counting.UniformDraw(strings, max_len)
+        with stage("uniform strings: the count of strings by length"):
+            self.strings = counting.UniformDraw(surface, max_len)
         self.max_len = self.strings.max_len
         if self.strings.total == 0:
             raise InputError(f"the artifact spells no string of at most {self.max_len} bytes",
@@ -101,8 +111,7 @@ class UniformStrings:
         return self.strings.total
 
     def draw(self, rng) -> list[int]:
-        text = self.strings.draw(rng)
-        return [label - 1 for label in counting.UniformDraw(counting.spellings(self.spelled, text)).draw(rng)]
+        return strings.draw_spelling(self.decoder, self.spelling, self.strings.draw(rng), rng)
 
 
 class Walk:

@@ -24,6 +24,7 @@ from tokfst_cli.support.files import (
     unseal,
     write_bytes,
 )
+from tokfst_cli.support.kinds import FST_MAGIC, OPENFST_HEAD, describe
 
 
 def fst_bytes(fst: pynini.Fst, sealed: bool = True) -> bytes:
@@ -43,14 +44,18 @@ def write_fst(out: str | None, fst: pynini.Fst, final: bool = False) -> None:
 FST_FIX = "give a .fst written by tokfst or OpenFst"
 
 
-def read_fst(src: str) -> pynini.Fst:
-    """Read an OpenFst file (or '-' for stdin), with a one-line error for anything else."""
-    return parse_fst(read_input(src, "OpenFst file", FST_FIX), src)
+def read_fst(src: str, fix: str = FST_FIX) -> pynini.Fst:
+    """Read an OpenFst file (or '-' for stdin), with a one-line error for anything else (another
+    tokfst artifact named by its kind: ``kinds.describe``)."""
+    return parse_fst(read_input(src, "OpenFst file", fix), src, fix)
 
 
 def parse_fst(data: bytes, source: str, fix: str = FST_FIX, hint: str | None = None) -> pynini.Fst:
     """An Fst from a file's bytes: a sealed file is verified, an unsealed one checked structurally."""
     body, verdict = unseal(data)
+    kind = None if body.startswith(OPENFST_HEAD) else describe(body)
+    if kind is not None:
+        raise InputError(f"{source} is {kind}, not an OpenFst file", fix, hint=hint)
     if verdict is False:
         raise InputError(f"{source} is truncated or damaged (checksum mismatch)", fix, hint=hint)
     if verdict is None:
@@ -65,8 +70,6 @@ def parse_fst(data: bytes, source: str, fix: str = FST_FIX, hint: str | None = N
         raise InputError(f"{source} is not a valid OpenFst file (damaged: bad state or label)", fix, hint=hint)
     return fst
 
-
-FST_MAGIC = 2125659606
 
 
 _SYMBOLS_MAGIC = 2125658996

@@ -14,8 +14,11 @@ from __future__ import annotations
 import functools
 import re
 
+import numpy as np
 import pynini
 
+from tokfst_cli.automata.arrays import fst_arrays, unique
+from tokfst_cli.errors import InputError
 from tokfst_cli.tokenizer.model import TokenizerModel
 
 EPS = "<eps>"
@@ -102,6 +105,49 @@ def _token_table(model: TokenizerModel) -> pynini.SymbolTable:
     for i, tok in enumerate(model.tokens):
         table.add_symbol(escape(tok) if tok else f"\\gap{i}", i + 1)  # escape() never makes "\\g"
     return table
+
+
+SYMBOLS = ("full", "compact", "none")  # how a token automaton's .fst names its labels (with_tables)
+
+
+def with_tables(fst: pynini.Fst, mode: str, vocab_size: int) -> pynini.Fst:
+    """``fst`` (a token acceptor, labels id + 1) with the symbol tables of ``mode``: "full" as it is
+    (input and output tables of the whole vocabulary: GPT-2's 50,257 names take ~0.98 MB each);
+    "compact" both tables holding only the labels on its arcs, the terminal names and the
+    vocabulary's last token (so the table's last key still gives the vocabulary's size), under
+    the same name (the tokenizer's fingerprint); "none" no tables (labels as numbers: nothing
+    tells the tokenizer, and terminal labels, named only there, are refused)."""
+    if mode not in SYMBOLS:
+        raise InputError(f"symbol tables {mode!r} are not known", f"give one of: {', '.join(SYMBOLS)}")
+    table = fst.input_symbols()
+    if mode == "full" or table is None:
+        return fst
+    if mode == "none":
+        if table.member(vocab_size + 1):
+            raise InputError("the automaton has terminal labels, which only its symbol table names",
+                             "keep a symbol table (compact)", hint="symbols-terminals")
+        return fst.copy().set_input_symbols(None).set_output_symbols(None)
+    labels = unique(np.concatenate([fst_arrays(fst).ilabel, [vocab_size]]))
+    keys = [k for k, _ in table] if table.available_key() > vocab_size + 1 else []
+    small = pynini.SymbolTable(table.name())
+    small.add_symbol(EPS, 0)
+    for label in sorted({*labels[labels > 0].tolist(), *(k for k in keys if k > vocab_size)}):
+        small.add_symbol(table.find(label), label)
+    return fst.copy().set_input_symbols(small).set_output_symbols(small)
+
+
+def full_tables(fst: pynini.Fst, model: TokenizerModel) -> pynini.Fst:
+    """A token acceptor read with compact tables (:func:`with_tables`) given the whole vocabulary's
+    tables again (terminal names kept), in place, so that it composes with the tokenizer's
+    lexicon as a full one does; any other ``fst`` as it is."""
+    table = fst.input_symbols()
+    if table is None or table.num_symbols() >= table.available_key():  # none, or dense: full
+        return fst
+    full = token_table(model)
+    for key, name in table:
+        if key > model.vocab_size:
+            full.add_symbol(name, key)
+    return fst.set_input_symbols(full).set_output_symbols(full)
 
 
 def marked_pieces(labels: list[int]) -> list[str]:

@@ -4,7 +4,9 @@ A directory stands for the files below it (sorted, hidden ones and ``skip`` left
 extension names a kind (:data:`KINDS`), or every file when the kind is given. The key of an
 input is the sha256 of what its artifact depends on: the tokenizer's fingerprint, the input's
 bytes and kind, the compile options and tokfst's version; a result stored under the same key is
-the input's result (content-addressed: two inputs with the same bytes share one compile).
+the input's result (content-addressed: two inputs with the same bytes share one compile). An
+input that cannot be read (permission denied, removed since it was found, not UTF-8) is a task
+with its ``refusal`` (keyed by that message): the batch records it ``refused`` and goes on.
 """
 
 from __future__ import annotations
@@ -56,23 +58,30 @@ def find(inputs: list[str], kind: str | None = None, skip: str | os.PathLike | N
     return list(found.values())
 
 
-def key(fingerprint: str, kind: str, data: bytes, options: Options) -> str:
-    """The result key (module docstring)."""
+def key(fingerprint: str, kind: str, data: bytes, options: Options, unreadable: str = "") -> str:
+    """The result key (module docstring); ``unreadable``: why the input's bytes could not be read."""
     doc = {"tokfst": __version__, "tokenizer": fingerprint, "kind": kind,
            "input": hashlib.sha256(data).hexdigest(), "options": options.to_json()}
+    if unreadable:
+        doc["unreadable"] = unreadable
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode("utf-8")).hexdigest()
 
 
 def tasks(files: list[tuple[Path, str]], tokenizer: str, fingerprint: str, options: Options, word=None) -> list[Task]:
-    """One :class:`Task` per input file (InputError for an unreadable or non-UTF-8 one)."""
+    """One :class:`Task` per input file; an unreadable or non-UTF-8 one carries its ``refusal``."""
     out = []
+    extra = {"word": word} if word is not None else {}
     for path, kind in files:
         try:
             data = path.read_bytes()
             text = data.decode("utf-8")
         except (OSError, UnicodeDecodeError) as e:
-            raise InputError(f"cannot read input {path}: {getattr(e, 'strerror', None) or e}",
-                             "give readable UTF-8 files") from None
-        extra = {"word": word} if word is not None else {}
+            why = (f"not UTF-8 (byte {e.start}: {e.reason})" if isinstance(e, UnicodeDecodeError)
+                   else e.strerror or str(e))
+            message = (word or InputError.one_line)(InputError(f"cannot read input {path}: {why}",
+                                                               "give readable UTF-8 files", hint="batch-unreadable"))
+            out.append(Task(str(path), kind, "", key(fingerprint, kind, b"", options, message), tokenizer, options,
+                            refusal=message, **extra))
+            continue
         out.append(Task(str(path), kind, text, key(fingerprint, kind, data, options), tokenizer, options, **extra))
     return out

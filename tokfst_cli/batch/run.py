@@ -9,13 +9,13 @@ missing input or tokenizer). :func:`run` sends the inputs still to do to an exec
 records of the inputs finished, and the next run with the same key (tokenizer, input bytes,
 options, version) keeps those that are ``compiled`` (its artifact still there), ``refused`` or
 ``limit``, and runs the others again (``timeout``, ``crashed``, missing). Inputs with the same
-key are compiled once. :func:`summary` counts the statuses and gives the median, p95 and
+key are compiled once; an input that could not be read is recorded ``refused`` (exit code 2) and
+the batch goes on. :func:`summary` counts the statuses and gives the median, p95 and
 slowest inputs of the inputs' compile times.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import statistics
@@ -25,13 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tokfst_cli.batch import inputs
+from tokfst_cli.batch import task as task_mod
 from tokfst_cli.batch.local import RECYCLE, Pool
-from tokfst_cli.batch.task import STATUSES, SUFFIX, Limits, Options, Task
+from tokfst_cli.batch.task import ARTIFACTS, STATUSES, Limits, Options, Task
 from tokfst_cli.errors import InputError
-from tokfst_cli.support.files import write_bytes
 
 RESULTS = "results.jsonl"
-ARTIFACTS = "artifacts"
 KEPT = ("compiled", "refused", "limit")  # statuses a later run keeps; the others are tried again
 EXECUTORS = ("local", "ray", "dask")
 
@@ -103,7 +102,17 @@ def plan(req: Request) -> Plan:
     return Plan(req, tasks, kept, todo)
 
 
-def _executor(req: Request, tasks: list[Task], on_start):
+def _executor(req: Request, tasks: list[Task], on_start, out: Path):
+    """Each task's (task, record, artifact bytes): the unreadable ones refused here, the others run."""
+    for t in tasks:
+        if t.refusal:
+            yield t, task_mod.failed(t, "refused", t.refusal, InputError.exit_code), None
+    tasks = [t for t in tasks if not t.refusal]
+    if tasks:
+        yield from _run(req, tasks, on_start, out)
+
+
+def _run(req: Request, tasks: list[Task], on_start, out: Path):
     if req.executor == "ray":
         from tokfst_cli.batch.remote import ray_run  # deferred: start-up: only this path needs it
 
@@ -112,7 +121,7 @@ def _executor(req: Request, tasks: list[Task], on_start):
         from tokfst_cli.batch.remote import dask_run  # deferred: start-up: only this path needs it
 
         return dask_run(tasks, req.jobs, req.limits, req.address)
-    return Pool(req.jobs, req.limits, req.recycle, on_start).run(tasks)
+    return Pool(req.jobs, req.limits, req.recycle, on_start, out).run(tasks)
 
 
 def run(p: Plan, on_record: Callable[[dict], None] | None = None,
@@ -128,9 +137,9 @@ def run(p: Plan, on_record: Callable[[dict], None] | None = None,
                 rec = p.kept[t.key].get(t.input)
                 records[t.input] = rec or _append(log, {**next(iter(p.kept[t.key].values())), "input": t.input})
         first = [group[0] for group in p.todo.values()]
-        for t, rec, data in _executor(p.request, first, on_start):
+        for t, rec, data in _executor(p.request, first, on_start, out):
             if data is not None:
-                rec = _store(out, rec, data)
+                rec = task_mod.store(out, rec, data)
             for same in p.todo[t.key]:
                 records[same.input] = _append(log, {**rec, "input": same.input})
                 if on_record is not None:
@@ -138,17 +147,6 @@ def run(p: Plan, on_record: Callable[[dict], None] | None = None,
     ran = sum(len(g) for g in p.todo.values())
     return summary([records[t.input] for t in p.tasks if t.input in records], ran,
                    time.perf_counter() - start, p.request)
-
-
-def _store(out: Path, rec: dict, data: bytes) -> dict:
-    """Write the artifact (atomically) and note its path, size and sha256 in the record."""
-    t0 = time.perf_counter()
-    name = f"{ARTIFACTS}/{rec['key'][:32]}{SUFFIX[rec.get('form', 'fst')]}"
-    write_bytes(out / name, data)
-    rec = {**rec, "artifact": name, "sha256": hashlib.sha256(data).hexdigest()}
-    rec["sizes"] = {**rec.get("sizes", {}), "artifact_bytes": len(data)}
-    rec["times"] = {**rec["times"], "write": round(time.perf_counter() - t0, 6)}
-    return rec
 
 
 def _append(log, rec: dict) -> dict:

@@ -16,19 +16,23 @@ time and a memory limit, for executors whose workers must outlive a task that ab
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import pickle
 import select
 import signal
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 from tokfst_cli import pipeline
 from tokfst_cli.errors import InputError, LimitError, TokfstError
 from tokfst_cli.filters.compose import NONE, Filters
 from tokfst_cli.support import progress
+from tokfst_cli.support.files import write_bytes
 
+ARTIFACTS = "artifacts"  # OUT's folder of artifacts
 STATUSES = ("compiled", "refused", "limit", "timeout", "crashed")
 FORMATS = ("fst", "index", "lazy")
 SUFFIX = {"fst": ".fst", "index": ".index.json", "lazy": ".lazy", "factorized": ".factorized",
@@ -47,6 +51,7 @@ class Options:
     max_arcs: int = 2_000_000
     level: str = "pipeline"
     whitespace: str = "compact"  # JSON Schemas: the texts' whitespace
+    symbols: str = "full"  # the fst format's symbol tables (automata.symbols.with_tables)
 
     def to_json(self) -> dict:
         return {**asdict(self), "filters": {k: list(v) if isinstance(v, tuple) else v
@@ -68,7 +73,8 @@ def _one_line(e: TokfstError) -> str:
 @dataclass(frozen=True)
 class Task:
     """One input: ``input`` names it (a path, shown), ``text`` is its content, ``key`` its result key.
-    ``word`` words a library error as one line (the command line passes its own, naming flags)."""
+    ``word`` words a library error as one line (the command line passes its own, naming flags);
+    ``refusal``: why the input could not be read (its record is ``refused``, nothing runs)."""
 
     input: str
     kind: str
@@ -77,6 +83,7 @@ class Task:
     tokenizer: str
     options: Options = Options()
     word: Callable[[TokfstError], str] = field(default=_one_line, compare=False)
+    refusal: str = ""
 
 
 # ---- in a worker -------------------------------------------------------------------------------
@@ -138,6 +145,7 @@ def execute(task: Task) -> tuple[dict, bytes | None]:
 def _compile(task: Task, model) -> tuple[bytes, str, dict]:
     """(artifact bytes, its form, sizes) of one input; tokfst's errors propagate."""
     from tokfst_cli.automata.fst_io import fst_bytes  # deferred: start-up: only this path needs it
+    from tokfst_cli.automata.symbols import with_tables  # deferred: start-up: only this path needs it
     from tokfst_cli.grammar.pushdown import Pushdown, with_symbols  # deferred: start-up: only this path needs it
 
     o = task.options
@@ -163,7 +171,7 @@ def _compile(task: Task, model) -> tuple[bytes, str, dict]:
     fst = result.fst
     sizes = {"states": fst.num_states(), "arcs": sum(fst.num_arcs(s) for s in fst.states())}
     if o.format == "fst":
-        return fst_bytes(fst), "fst", sizes
+        return fst_bytes(with_tables(fst, o.symbols, model.vocab_size)), "fst", sizes
     import json  # deferred: start-up: only this path needs it
 
     return (json.dumps(result.index(), ensure_ascii=False) + "\n").encode("utf-8"), "index", sizes
@@ -216,6 +224,28 @@ def _lazy(task: Task, model, source, pattern: str) -> tuple[bytes, str, dict]:
     a = source if source is not None else compile_regex(pattern, task.options.max_states)
     table = lazy.table_for(model, a, task.options.max_states, filters=task.options.filters)
     return to_bytes(table, model.fingerprint), "lazy", {"states": table.states}
+
+
+def store(out: Path, rec: dict, data: bytes) -> dict:
+    """Write the artifact atomically to ``out/artifacts/KEY.SUFFIX`` (unless that file holds these
+    bytes already: a run stopped before recording it) and return the record with its path, size,
+    sha256 and the write's time (where the artifact is made, when it can: a worker)."""
+    t0 = time.perf_counter()
+    name = f"{ARTIFACTS}/{rec['key'][:32]}{SUFFIX[rec.get('form', 'fst')]}"
+    path = Path(out) / name
+    if not _holds(path, data):
+        write_bytes(path, data)
+    rec = {**rec, "artifact": name, "sha256": hashlib.sha256(data).hexdigest()}
+    rec["sizes"] = {**rec.get("sizes", {}), "artifact_bytes": len(data)}
+    rec["times"] = {**rec["times"], "write": round(time.perf_counter() - t0, 6)}
+    return rec
+
+
+def _holds(path: Path, data: bytes) -> bool:
+    try:
+        return path.stat().st_size == len(data) and path.read_bytes() == data
+    except OSError:
+        return False
 
 
 # ---- records made outside the task -------------------------------------------------------------

@@ -5,6 +5,8 @@ bytes, so no two share a key) as ``.re`` files, on the first --tokenizer:
 
 * in-process: :func:`tokfst_cli.batch.task.execute` of every input, one after another, in this
   (warm) process: the compile itself, serialization included;
+Artifacts are written with compact symbol tables (:data:`OPTIONS`), in every way alike.
+
 * compile-batch, jobs 1 and jobs 2: the local executor over all N into an empty DIR (plan:
   reading and hashing the inputs, loading the tokenizer; run: the pool's start, the compiles,
   the writes); the overhead per input is (jobs-1 wall - in-process total) / N, the speed-up the
@@ -29,10 +31,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from tokfst_cli.batch.task import Options
 from tokfst_cli.bench import common
 from tokfst_cli.bench.common import Results, Table
 
 SAMPLE = 30  # inputs compiled by a whole promote process each
+# compact symbol tables (--symbols compact): with full ones 1,000 GPT-2 artifacts are 2 GB of the
+# same vocabulary, and the disk, not the pool, sets the pace of two workers
+OPTIONS = Options(symbols="compact")
 TARGETS = {"overhead_s": 0.020, "speedup": 1.8}
 WORDS = ("alpha", "beta", "gamma", "delta", "omega", "kappa", "sigma", "theta", "zeta", "iota")
 TEMPLATES = ("{w}-[0-9]{{{k}}}", "({w}|{v})[a-z]{{1,{k}}}", "[A-Z]{w}[0-9]{{{k}}}", "{w}_{v}(_[0-9]){{0,{k}}}",
@@ -53,7 +59,7 @@ def _batch(files: Path, out: Path, tokenizer: str, jobs: int) -> tuple[float, fl
     from tokfst_cli.batch import run  # deferred: start-up: only this path needs it
 
     t0 = time.perf_counter()
-    p = run.plan(run.Request(tokenizer, [str(files)], str(out), jobs=jobs))
+    p = run.plan(run.Request(tokenizer, [str(files)], str(out), OPTIONS, jobs=jobs))
     t1 = time.perf_counter()
     summary = run.run(p)
     t2 = time.perf_counter()
@@ -69,7 +75,7 @@ def _in_process(files: Path, tokenizer: str) -> tuple[float, list[float], dict[s
     from tokfst_cli.batch import inputs, task  # deferred: start-up: only this path needs it
     from tokfst_cli.tokenizer.model import load  # deferred: start-up: only this path needs it
 
-    opts = task.Options()
+    opts = OPTIONS
     tasks = inputs.tasks(inputs.find([str(files)]), tokenizer, load(tokenizer).fingerprint, opts)
     task.prepare(tokenizer, opts)
     times, hashes = [], {}
@@ -85,7 +91,8 @@ def _in_process(files: Path, tokenizer: str) -> tuple[float, list[float], dict[s
 
 def _processes(files: list[Path], tokenizer: str, d: str) -> list[float]:
     """Wall seconds of a whole ``tokfst promote -f FILE OUT`` process per file."""
-    return [common.run_cold(common.tokfst_command() + ["promote", tokenizer, "-f", str(f), os.path.join(d, "x.fst")],
+    return [common.run_cold(common.tokfst_command() + ["promote", tokenizer, "-f", str(f), "--symbols", "compact",
+                                                       os.path.join(d, "x.fst")],
                             dict(os.environ), d) for f in files]
 
 

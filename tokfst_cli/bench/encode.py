@@ -172,7 +172,8 @@ def encode_tables(tokenizers: list[tuple[str, str, bool]], repeat: int, corpus: 
                         "transducers, the merge table, numba's kernel from its on-disk cache), with tokfst's cache "
                         "empty, then filled; peak RSS: the process's, tokenizer included.")
     stream.notes.append("held: the most characters the stream kept back at once (a model without a pre-tokenizer, "
-                        "Llama-2, holds a whole segment: its tokens are final only at an added token or the end).")
+                        "Llama-2, emits inside its one pre-token as the last tokens of the prefixes settle: "
+                        "encoder.incremental).")
     res.tables += [through, worst, stream]
     return res
 

@@ -12,9 +12,10 @@ cost with the output), compile (grammar text to a ready matcher) and the first m
 the walk through ``masks.run_walk``, and their masks are compared at every step
 (``masks.compare_masks``), EOS and special tokens aside (``agree``).
 
-A fresh tokfst decoder has empty memos (configurations, byte steps, masks): every first mask
-at a state is a walk of T's trie, as a decoder meets it. T's trie layout is built once per
-tokenizer outside the timing (set-up seconds in the JSON's inputs).
+A fresh tokfst decoder has empty memos (configurations, byte steps, masks) but its PDT states'
+parts (made with it, timed in the first mask); a tail part for tokens that pop is made as a walk
+meets it. T's trie layout is built once per tokenizer outside the timing (set-up seconds in the
+JSON's inputs).
 """
 
 from __future__ import annotations
@@ -164,9 +165,10 @@ def grammars_table(tokenizers: list[tuple[str, str, bool]], repeat: int, steps: 
         "first mask: grammar text to the first mask (tokfst: compile_grammar + PushdownDecoder + bitmask; "
         "llguidance: grammar_from_lark + LLMatcher + fill). equal masks: steps whose masks are the same, EOS and "
         "special tokens aside, out of steps + 1.",
-        "tokfst's masks are kept per configuration set with stacks cut to their top frames: a state met again "
-        "(or one whose stack top was met) is a lookup; a new one is a pass of the compiled walk over T's trie, plus "
-        "the configuration steps it meets for the first time, in Python (the p99).",
+        "tokfst's masks are made of parts: per PDT state the tokens its frame decides (made with the decoder, "
+        "in its first mask), and tail parts for the tokens that pop, resolved against the stack frame by frame; "
+        "a state met again is a lookup, a new one an OR of parts, a tail part met for the first time a pass "
+        "of the compiled walk under a few trie nodes (the p99).",
     ]
     res.tables.append(table)
     return res

@@ -90,7 +90,7 @@ wrap(pipeline, "accept", "compile_regex")
 wrap(pipeline, "preprocess", "preprocess")
 wrap(pipeline, "_promote", "promote")
 wrap(pipeline, "canonicalize_bpe", "canonicalize")
-wrap(output, "write_fst", "write_fst")
+wrap(output.Output, "fst", "write_fst")
 sys.argv = ["tokfst", "promote"] + sys.argv[1:]
 t_main = time.perf_counter()
 try:

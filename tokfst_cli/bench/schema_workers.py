@@ -1,11 +1,13 @@
 """JSON Schema compilers in worker processes, for ``tokfst bench schemas``.
 
 :func:`run_engine` runs one engine (tokfst or a peer of :mod:`.engines`) over a list of schema
-files in worker processes (:mod:`.isolate`): a worker sets the engine up once, caps its address
-space (:data:`MAX_MEMORY` more than after its set-up) and takes the files one after another; each
-finished stage (tokfst: compile, lazy, promotion, walk; peers: compile) is a message that gives the
-next stage the whole time limit. A worker past its time limit is killed, one that dies (native
-code past the memory cap) is reported, and a fresh worker goes on with the next file.
+files on ``compile-batch``'s local pool (:class:`tokfst_cli.batch.local.Pool`, one spawned
+worker at a time: a fresh interpreter, the :class:`Engine` work): a worker sets the engine up
+once, caps its address space (:data:`MAX_MEMORY` more than after its set-up) and takes the files
+one after another; each finished stage (tokfst: compile, lazy, promotion, walk; peers: compile)
+is a note that gives the next stage the whole time limit. A worker past its time limit is
+killed, one that dies (native code past the memory cap) is reported, and a fresh worker goes on
+with the next file.
 
 Per file, a dict: ``status`` (compiled, refused, limit, memory, error, timeout; refused is
 tokfst's InputError while compiling the schema), ``stage`` and ``reason``/``detail`` when it
@@ -25,7 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from tokfst_cli.bench import common, isolate
+from tokfst_cli.batch.local import Ending, Pool, Work
+from tokfst_cli.batch.task import Limits
+from tokfst_cli.bench import common
 from tokfst_cli.bench.engines import LLGUIDANCE, OUTLINES, PEERS, THREADS, XGRAMMAR
 
 TOKFST = "tokfst"
@@ -323,74 +327,112 @@ def peer_setup(name: str, tokenizer: str):
     return one
 
 
-def worker(spec: dict, emit: Callable[[dict], None]) -> None:
-    """``isolate.run``'s target: set up spec["engine"] on spec["tokenizer"], cap the memory
-    (spec["max_memory"] bytes more), then every file in turn; each finished stage and file is a
-    message that restarts the time limit."""
-    from tokfst_cli.support import guard  # deferred: loaded in the worker process, timed as its set-up
+def _one_line(e: BaseException) -> str:
+    """A failure as the bench words it: tokfst's one line, or ``Type: message``, on one line."""
+    msg = getattr(e, "one_line", None)
+    return (msg() if callable(msg) else f"{type(e).__name__}: {e}").replace("\n", " ")
 
-    guard._die_with_parent(os.getppid())  # a killed bench leaves no worker behind
-    engine, tokenizer = spec["engine"], spec["tokenizer"]
-    seconds, one = common.timed(lambda: tokfst_setup(tokenizer, spec["terminals"]) if engine == TOKFST
-                                else peer_setup(engine, tokenizer))
-    cap_memory(spec["max_memory"])
-    emit({"kind": "setup", "seconds": seconds, "restart": True})
-    for path in spec["files"]:
-        name = Path(path).name
+
+def failed(engine: str, row: dict, limit: float, error: str | None, memory: bool = False) -> dict:
+    """The row of a file whose stage after ``row["done"]`` did not end: a timeout (``error``
+    None), a worker death (``memory``: native code past the cap) or an error; a failed walk leaves
+    the file compiled, its mask cell saying what happened."""
+    stages = STAGES[engine]
+    stage = stages[stages.index(row["done"]) + 1] if "done" in row else stages[0]
+    if error is None:
+        row.update(status="timeout", stage=stage, reason=f"{stage} > {limit:g} s", detail=f"{stage} over {limit:g} s")
+    elif memory:
+        row.update(status="memory", stage=stage, reason=f"{stage}: memory cap", detail=error)
+    else:
+        row.update(status="error", stage=stage, reason=f"{stage}: {error[:80]}", detail=error)
+    if stage == "walk":
+        row["mask"] = common.timeout(limit) if error is None else common.error(row["detail"])
+        row["status"] = "compiled"
+    return row
+
+
+class Engine(Work):
+    """One engine over schema files (the tasks: their paths) on the batch pool
+    (:class:`tokfst_cli.batch.local.Pool`): a worker sets the engine up at its first file (timed,
+    then its address space capped at ``max_memory`` more), then measures each file; each finished
+    stage is a note that gives the next stage the whole time limit. In the parent, the notes make
+    each file's row, and a file its worker did not finish is a timeout or a memory death."""
+
+    def __init__(self, engine: str, tokenizer: str, repeat: int, terminals: bool, max_memory: int = MAX_MEMORY):
+        self.engine, self.tokenizer, self.repeat, self.terminals = engine, tokenizer, repeat, terminals
+        self.max_memory = max_memory
+        self.one: Callable | None = None  # in a worker: the engine, set up
+        self.setup: float | None = None  # in the parent: the set-up's seconds
+        self.rows: dict[str, dict] = {}  # in the parent: file name -> its stages' data so far
+
+    def prepare(self, first) -> None:
+        """Nothing in the parent: each worker sets the engine up, timed."""
+
+    def set_up(self) -> Callable:
+        if self.engine == TOKFST:
+            return tokfst_setup(self.tokenizer, self.terminals)
+        return peer_setup(self.engine, self.tokenizer)
+
+    def run(self, path, emit, out) -> tuple[dict, None]:
+        if self.one is None:
+            try:
+                seconds, self.one = common.timed(self.set_up)
+            except Exception as e:  # noqa: BLE001 - no file can run: the parent fails them all
+                why = f"set-up failed: {_one_line(e)}"
+                return {"status": "error", "stage": "setup", "reason": why, "detail": why}, None
+            cap_memory(self.max_memory)
+            emit({"kind": "setup", "seconds": seconds})
+        done: dict = {}
 
         def stage(what: str, **data) -> None:
-            emit({"kind": "stage", "file": name, "done": what, **data, "restart": True})
+            done["done"] = what
+            emit({"kind": "stage", "done": what, **data})
 
         try:
             doc = json.loads(Path(path).read_text(encoding="utf-8"))
         except (OSError, ValueError) as e:
-            out = {"status": "error", "stage": "read", "reason": "not a JSON file", "detail": str(e)[:400]}
+            return {"status": "error", "stage": "read", "reason": "not a JSON file", "detail": str(e)[:400]}, None
+        try:
+            return self.one(doc, self.repeat, stage), None
+        except Exception as e:  # noqa: BLE001 - a stage that failed outside its own handling
+            return failed(self.engine, done, 0.0, _one_line(e)), None
+
+    def noted(self, path, note: dict) -> None:
+        if note["kind"] == "setup":
+            self.setup = note["seconds"]
         else:
-            out = one(doc, spec["repeat"], stage)
-        emit({"kind": "schema", "file": name, **out, "restart": True})
+            self.rows.setdefault(Path(path).name, {}).update({k: v for k, v in note.items() if k != "kind"})
+
+    def ended(self, path, end: Ending) -> tuple[dict, None]:
+        limit = end.limits.timeout
+        row = self.rows.setdefault(Path(path).name, {})
+        if end.fresh and not any(n["kind"] == "setup" for n in end.notes):  # its worker never set up
+            why = (f"set-up over {limit:g} s" if end.timed_out else
+                   f"set-up failed: the measuring process died (exit code {end.returncode})")
+            return {"status": "error", "stage": "setup", "reason": why, "detail": why}, None
+        if end.timed_out:
+            return failed(self.engine, row, limit, None), None
+        why = f"the measuring process died (exit code {end.returncode}; out of memory?)"
+        return failed(self.engine, row, limit, why, memory=True), None
 
 
 # ---- the parent ---------------------------------------------------------------------------------------
 def run_engine(engine: str, tokenizer: str, files: list[Path], repeat: int, limit: float, progress,
-               terminals: bool = True, target: str = f"{__name__}:worker") -> tuple[dict[str, dict], float | None]:
-    """file name -> what the engine's workers (``target``, run by ``isolate.run``) reported: status,
-    cells, sizes; and the set-up seconds. ``terminals``: tokfst's promotion with terminal labels."""
+               terminals: bool = True, work: type[Engine] = Engine) -> tuple[dict[str, dict], float | None]:
+    """file name -> what the engine (``work``, one worker at a time of the batch pool) reported:
+    status, cells, sizes; and the set-up seconds. ``terminals``: tokfst's promotion with terminal
+    labels."""
+    engine_work = work(engine, tokenizer, repeat, terminals, MAX_MEMORY)
+    pool = Pool(1, Limits(timeout=limit), recycle=max(1, len(files)), work=engine_work, start="spawn")
     rows: dict[str, dict] = {}
-    setup, start = None, 0
-    while start < len(files):
-        spec = {"engine": engine, "tokenizer": tokenizer, "files": [str(p) for p in files[start:]],
-                "repeat": repeat, "max_memory": MAX_MEMORY, "terminals": terminals}
-        out = isolate.run(target, spec, limit)
-        done = 0
-        for m in out.messages:
-            if m["kind"] == "setup":
-                setup = m["seconds"]
-                continue
-            rows.setdefault(m["file"], {}).update({k: v for k, v in m.items() if k not in ("kind", "file", "restart")})
-            if m["kind"] == "schema":
-                done += 1
-                progress(f"schemas: {engine}: {m['file']}: {m['status']}")
-        if not out.timed_out and out.error is None:
-            break
-        if not any(m["kind"] == "setup" for m in out.messages):  # the set-up itself failed: no file can run
-            why = f"set-up over {limit:g} s" if out.timed_out else f"set-up failed: {out.error}"
-            rows.update({p.name: {"status": "error", "stage": "setup", "reason": why, "detail": why}
-                         for p in files[start:]})
-            break
-        failed = files[start + done].name
-        row = rows.setdefault(failed, {})
-        stages = STAGES[engine]
-        stage = stages[stages.index(row["done"]) + 1] if "done" in row else stages[0]
-        if out.timed_out:
-            row.update(status="timeout", stage=stage, reason=f"{stage} > {limit:g} s",
-                       detail=f"{stage} over {limit:g} s")
-        elif out.error.startswith("the measuring process died"):  # without a word: native code past the cap
-            row.update(status="memory", stage=stage, reason=f"{stage}: memory cap", detail=out.error)
-        else:
-            row.update(status="error", stage=stage, reason=f"{stage}: {out.error[:80]}", detail=out.error)
-        if stage == "walk":  # compiled all the same: the mask cell says what happened
-            row["mask"] = common.timeout(limit) if out.timed_out else common.error(row["detail"])
-            row["status"] = "compiled"
-        progress(f"schemas: {engine}: {failed}: {row['status']}")
-        start += done + 1
-    return rows, setup
+    results = pool.run(files)
+    try:
+        for path, out, _ in results:
+            rows[path.name] = {**engine_work.rows.get(path.name, {}), **out}
+            progress(f"schemas: {engine}: {path.name}: {out['status']}")
+            if out.get("stage") == "setup":  # the engine cannot be set up: no file can run
+                rows.update({p.name: dict(out) for p in files if p.name not in rows})
+                break
+    finally:
+        results.close()
+    return rows, engine_work.setup

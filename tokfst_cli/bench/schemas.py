@@ -20,8 +20,9 @@ Per ``*.json`` file of DIR (sorted; ``limit``: the first N) and tokenizer, ``rep
     xgrammar       ``GrammarCompiler.compile_json_schema`` (compact separators, no free whitespace,
                    not strict: the schema's own additionalProperties), the compiler's cache disabled
 
-Every engine runs in worker processes (:mod:`.schema_workers`): a time limit per stage of
-each file (``tokfst_timeout`` for tokfst, ``timeout`` for the peers) and a memory cap. Status
+Every engine runs in worker processes (:mod:`.schema_workers`, on ``compile-batch``'s local
+pool, one worker at a time): a time limit per stage of each file (``tokfst_timeout`` for
+tokfst, ``timeout`` for the peers) and a memory cap. Status
 per file and engine: compiled, refused (tokfst's InputError while compiling the schema: a
 keyword, a remote ``$ref``, a pattern), limit (LimitError), memory (the worker died at its
 cap), error (anything else, e.g. a peer refusing the schema) or timeout. The summary counts

@@ -21,8 +21,10 @@ from tokfst_cli.cli.promote import (
     NFC,
     NO_BYTE_TOKENS,
     SCRIPTS,
+    SYMBOLS,
     WHITESPACE,
     Format,
+    Symbols,
     Whitespace,
     _filters,
 )
@@ -86,7 +88,8 @@ def compile_batch_cmd(
     level: Level = LevelOpt, whitespace: Whitespace = WHITESPACE, max_states: int = MaxStates,
     max_arcs: int = MAX_ARCS, scripts: Optional[str] = SCRIPTS, ascii_only: bool = ASCII, nfc: bool = NFC,
     no_byte_tokens: bool = NO_BYTE_TOKENS, literal_ascii: bool = LITERAL_ASCII, fuse_spaces: bool = FUSE_SPACES,
-    max_tokens: Optional[int] = MAX_TOKENS, executor: Executor = EXECUTOR, jobs: Optional[int] = JOBS,
+    max_tokens: Optional[int] = MAX_TOKENS, symbols: Symbols = SYMBOLS, executor: Executor = EXECUTOR,
+    jobs: Optional[int] = JOBS,
     address: Optional[str] = ADDRESS, task_timeout: Optional[float] = TASK_TIMEOUT,
     task_memory: Optional[str] = TASK_MEMORY, recycle: int = RECYCLE, as_json: bool = JSON,
 ) -> None:
@@ -96,9 +99,11 @@ def compile_batch_cmd(
 
     if address is not None and executor is Executor.local:
         raise typer.BadParameter("--address is for --executor ray or dask", param_hint="'--address'")
+    if symbols is not Symbols.full and fmt is not Format.fst:
+        raise typer.BadParameter("symbol tables are an .fst's: use --format fst", param_hint="'--symbols'")
     options = Options(canonical, fmt.value, _filters(scripts, ascii_only, nfc, no_byte_tokens, literal_ascii,
                                                      fuse_spaces, max_tokens), max_states, max_arcs, level.value,
-                      whitespace.value)
+                      whitespace.value, symbols.value)
     limits = Limits(task_timeout, _bytes(task_memory))
     req = run.Request(tokenizer, inputs, out, options, kind.value if kind else None, executor.value,
                       jobs or os.cpu_count() or 1, address, limits, recycle, word)

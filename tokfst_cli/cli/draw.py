@@ -16,6 +16,9 @@ from tokfst_cli.cli.output import OUT
 from tokfst_cli.errors import InputError
 from tokfst_cli.text.regex import compile_regex
 
+DRAW_FIX = ("draw reads OpenFst files (.fst): of a promoted constraint, draw the .fst of the same promotion "
+            "(tokfst promote ... --format fst, the default); count, inspect and sample read the others")
+
 
 class Format(str, Enum):
     dot = "dot"
@@ -88,7 +91,7 @@ def _automaton(src: str | None, regex: str | None, vocab: str | None, maxmatch: 
     elif vocab is not None:
         return draw.vocab_lexicon(draw.parse_vocab(vocab))
     else:
-        return read_fst(src)
+        return read_fst(src, DRAW_FIX)
 
 
 def draw_cmd(

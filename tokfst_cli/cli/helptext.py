@@ -15,6 +15,13 @@ piece before them (word boundaries come with canonical MaxMatch).
 --format fst    an OpenFst vector acceptor; labels are token id + 1 (0 = epsilon), with
                 embedded symbol tables named tokfst-tokens-<fingerprint>, readable by
                 fstinfo, fstprint and fstdraw. Binary: not written to a terminal.
+                --symbols full (default): input and output tables of the whole
+                vocabulary, ~20 bytes a token each (GPT-2: 1.96 MB for an 11-state
+                date automaton of 36 KB of arcs); compact: only the tokens on the arcs,
+                the terminal names and the last token id (65 KB for that date), which
+                every tokfst command reads with its TOKENIZER as a full one; none:
+                no tables (36 KB; fstprint shows numbers, the tokenizer cannot be
+                checked; refused with terminal labels, named only in the table).
 --format index  JSON: initial, finals, masks (sorted allowed token ids, shared by all
                 states with the same set: coalescence), per state its mask and next
                 states, and stats (masks, states in shared masks, single-token states).
@@ -25,6 +32,20 @@ piece before them (word boundaries come with canonical MaxMatch).
                 Needs a tokenizer whose tokens spell every byte (not BERT); the text
                 filters apply, --canonical, --prompt, --terminals and the token filters
                 are refused. Binary: not written to a terminal.
+--format auto   index, or where the promoted automaton passes --max-states (A o T's
+                size is bounded before it is built) the lazy form, said in one line
+                on stderr, instead of exit 3. With --canonical, --prompt, --method,
+                --artifact, --terminals or a token filter (which the lazy form does
+                not take) it is --format index, and exits 3 as before.
+
+-v prints a summary on stderr; --json prints it as one JSON object on stdout: format
+(written: fst, index, lazy, factorized, pushdown), requested_format, out, bytes, form,
+pattern, fingerprint (the tokenizer's), canonical, seconds (building), total_seconds,
+states, arcs, tokens (distinct tokens on the arcs), terminals, max_tokens, excluded,
+healing; the lazy form gives states and classes of its byte DFA and fallback (the limit
+that --format auto met, or null). With the artifact on stdout (no OUT, or '-') --json
+is refused (exit 2), as OpenFst's tools never mix a report with a binary on stdout:
+give OUT a file.
 
 Regexes: Python re syntax, matched in full, over all of Unicode (negated classes and .
 included; . excludes newline unless (?s)); \\d, \\w and \\s are ASCII classes as in
@@ -63,9 +84,10 @@ free value it writes: {}, true) compiles with a stack by default (--recursion au
 a pushdown automaton .fst, as a grammar's below, nothing cut; where such a value meets allOf,
 not, oneOf or if (a stack cannot be intersected), or with --canonical, filters, --prompt,
 --terminals or --format index/lazy, recursion and free values nest at most --max-depth deep
-instead (--recursion cut; --recursion stack refuses). One spelling per value:
-numbers in plain shortest decimal form, strings as json.dumps(ensure_ascii=False) writes
-them; keys in a stable order (the properties of every applying schema in order of
+instead (--recursion cut; --recursion stack refuses). Numbers in every JSON spelling of a
+valid value (5.0, 2.50, -0; exponents only where no number is constrained beyond its sign),
+or one per value with --number-spellings shortest; strings as json.dumps(ensure_ascii=False)
+writes them; keys in a stable order (the properties of every applying schema in order of
 appearance, then required names, then the rest; --any-order: any order); --whitespace
 compact (none), pretty (one space after , and :) or flexible (any JSON whitespace).
 Unsupported keywords (unevaluatedProperties, unevaluatedItems, $dynamicRef, ...) are refused
@@ -143,6 +165,7 @@ Examples:
   tokfst promote tests/data/llama2.json -f examples/email.re --format index > email.json
   tokfst promote tests/data/llama2.json -e '(中|켤)' --no-byte-tokens | tokfst draw - bytes.svg
   tokfst promote gpt2 --schema examples/person.json --format lazy person.lazy
+  tokfst promote gpt2 --schema examples/person.json --format auto person.idx --json
   tokfst promote gpt2 --schema examples/person.json --format index > person-terminals.json
   tokfst promote gpt2 -e 'Summary:(\\n\\* (?P<PARAGRAPH_TOKEN>)+){3,5}' --format index > summary.json
   tokfst promote gpt2 -e '[A-Za-zα-ω ]{1,12}' --scripts Greek --fuse-spaces --max-tokens 4 > greek.fst
@@ -160,7 +183,9 @@ Draw an automaton as dot, svg, pdf or png (Cognetta & Okazaki 2024 Figs. 3 and 4
 
 Draws IN (an OpenFst file such as the output of 'tokfst promote'), the byte automaton A of
 a regex (-e), the lexicon transducer T of a tiny vocabulary (--vocab), or with both the
-promoted token automaton MIN(PROJ(A o T)). The format is --format, else OUT's suffix
+promoted token automaton MIN(PROJ(A o T)). Another of tokfst's files as IN (an index, lazy
+or factorized artifact, compile-bpe's A_BPE) is refused naming its kind and format version
+(exit 2): draw the .fst of the same promotion instead. The format is --format, else OUT's suffix
 (.dot, .svg, .pdf, .png), else dot; stdout gets dot text by default, and pdf/png are not
 written to a terminal. Layout is left to right (rankdir=LR) by Graphviz's dot program
 (Debian package graphviz), which svg, pdf and png need.
@@ -423,8 +448,15 @@ lazy one (--format lazy, tokfst-lazy).
                    spells it: for a canonical artifact the only one, for an agnostic one
                    drawn uniformly among the artifact's sequences for that string.
 
-With --uniform, a factorized or lazy artifact is first expanded through its decoder, state by
-state from the start, into an acceptor of at most --max-arcs arcs (exit 3 past it). An
+With --uniform paths, a factorized or lazy artifact is first expanded through its decoder,
+state by state from the start, into an acceptor of at most --max-arcs arcs (exit 3 past it).
+--uniform strings needs no expansion where every token is also a path of single-byte tokens
+(agnostic artifacts, terminal labels and lazy ones included, over a tokenizer whose tokens
+spell every byte: GPT-2, Llama): the strings are then the single-byte-token part's (a
+person schema of 843 states with terminal labels: 1.3 s, 150 MB); otherwise (canonical
+or token-filtered artifacts) the artifact composed with the lexicon, expanded up to
+--max-arcs, whose string automaton is refused past 1,000,000 states before it is
+determinized (exit 3). On a terminal a progress line names the step after a second. An
 artifact with no sequence within the bound is refused (exit 2).
 
 \b
@@ -547,7 +579,8 @@ Inspect token automata: their structure and, on a regex, the skip rate of decodi
 (Pitfalls 2025 Sec. 3.3.1, Table 2; App. C's Pokedex object is catalogue.POKEDEX).
 
 With ARTIFACT (any artifact of tokfst promote; factorized ones are expanded up to
---max-arcs arcs): states, arcs, final states; coalescence: the distinct masks
+--max-arcs arcs; another of tokfst's files, such as compile-bpe's A_BPE or a bench report,
+is refused naming its kind, exit 2): states, arcs, final states; coalescence: the distinct masks
 (allowed-token sets), the states sharing their mask with another state, single-token
 states (one allowed token: the model need not be called) and final states with no token.
 

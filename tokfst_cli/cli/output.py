@@ -28,7 +28,7 @@ from typing import Any
 import pynini
 from rich.console import Console
 
-from tokfst_cli.automata.fst_io import write_fst
+from tokfst_cli.automata.fst_io import fst_bytes
 from tokfst_cli.errors import InputError
 from tokfst_cli.support import progress as stages
 from tokfst_cli.support.files import destination, write_bytes, write_error
@@ -192,9 +192,11 @@ class Output:
         longer ends it: :mod:`tokfst_cli.support.guard`)."""
         write_bytes(out, data, final=True)
 
-    def fst(self, out: str | None, fst: pynini.Fst) -> None:
-        """A sealed OpenFst binary to OUT or stdout (the command's output, as :meth:`data`)."""
-        write_fst(out, fst, final=True)
+    def fst(self, out: str | None, fst: pynini.Fst) -> int:
+        """A sealed OpenFst binary to OUT or stdout (the command's output, as :meth:`data`); its size."""
+        data = fst_bytes(fst)
+        self.data(out, data)
+        return len(data)
 
     def text(self, line: str) -> None:
         """One line of data on stdout (a failed write, e.g. a full disk, is a one-line error)."""
@@ -209,9 +211,11 @@ class Output:
         """One JSON object as a line on stdout (--json output)."""
         self.text(json.dumps(obj))
 
-    def document(self, out: str | None, obj: Any) -> None:
-        """A JSON document (UTF-8, not ASCII-escaped) to OUT or stdout."""
-        self.data(out, (json.dumps(obj, ensure_ascii=False) + "\n").encode("utf-8"))
+    def document(self, out: str | None, obj: Any) -> int:
+        """A JSON document (UTF-8, not ASCII-escaped) to OUT or stdout; its size in bytes."""
+        data = (json.dumps(obj, ensure_ascii=False) + "\n").encode("utf-8")
+        self.data(out, data)
+        return len(data)
 
     def counts(self, counts: dict, as_json: bool) -> None:
         """--info output: one JSON object, or aligned "key value" lines."""

@@ -17,7 +17,12 @@ language model's generation loop:
                      how many of a draft's tokens would be accepted, state unchanged
     rollback(k)      undo the last k consumed tokens (speculative decoding); reset()
     forced()         the tokens that are the only choice from here (coalescence, jump-forward)
+    accept_string(s) advance by the tokens that spell a text (``spelling.spell``)
+    find_jump_forward_string()
+                     the longest text every continuation spells next (``spelling.jump_forward``)
     is_terminated()  a stop id consumed
+
+``decoding.batched.BatchMatcher`` holds the matchers of a batch (one call fills every row).
 
 :func:`pack` and :func:`forced` are the same operations on a bare decoder and state;
 :func:`generate` is a numpy-only decoding loop over any next-token logits function (Koo et al. 2024
@@ -33,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from tokfst_cli.decoding import spelling
 from tokfst_cli.errors import (
     DeadEnd,
     DisallowedTokenError,
@@ -41,6 +47,8 @@ from tokfst_cli.errors import (
     TokenTypeError,
     UsageError,
 )
+from tokfst_cli.tokenizer.model import TokenizerModel
+from tokfst_cli.tokenizer.model import load as load_tokenizer
 
 
 def pack(mask: np.ndarray) -> np.ndarray:
@@ -121,8 +129,8 @@ class Steps:
     def forced(self, state: Any) -> list[int]:
         return forced(self, state)[0]
 
-    def matcher(self, eos: int | None = None) -> Matcher:
-        return Matcher(self, eos)
+    def matcher(self, eos: int | list[int] | None = None, tokenizer: TokenizerModel | None = None) -> Matcher:
+        return Matcher(self, eos, tokenizer)
 
 
 class Matcher:
@@ -130,10 +138,14 @@ class Matcher:
 
     ``eos``: the stop ids (one id or several, as ``generation_config.eos_token_id`` gives them
     for Llama-3 or Qwen chat models; optional), each offered exactly at final states and ending
-    the sequence. ``eos`` (the attribute) is the first of them."""
+    the sequence. ``eos`` (the attribute) is the first of them. ``tokenizer`` (anything
+    ``tokenizer.model.load`` takes): the model whose token surfaces :meth:`accept_string` and
+    :meth:`find_jump_forward_string` read (a decoder's own ``model`` where it has one, as the lazy
+    and pushdown decoders do)."""
 
-    def __init__(self, decoder, eos: int | list[int] | tuple[int, ...] | None = None):
+    def __init__(self, decoder, eos: int | list[int] | tuple[int, ...] | None = None, tokenizer: Any = None):
         self.decoder = decoder
+        self.tokenizer = load_tokenizer(tokenizer) if tokenizer is not None else getattr(decoder, "model", None)
         self.stop_ids = stop_ids(eos)
         self.eos = self.stop_ids[0] if self.stop_ids else None
         self.reset()
@@ -174,7 +186,7 @@ class Matcher:
     def fill_next_token_bitmask(self, bitmask, index: int = 0) -> None:
         """Write :meth:`bitmask` into row ``index`` of ``bitmask`` (a numpy or torch int32 array of
         shape (batch, words), :func:`allocate_token_bitmask`); words past the mask are zeroed."""
-        fill_row(bitmask, index, self.bitmask())
+        fill_rows(bitmask, [index], [self.bitmask()])
 
     def consume(self, token: int) -> None:
         """Take one token; DisallowedTokenError (nothing changes) if it is not allowed (TokenRangeError,
@@ -238,6 +250,35 @@ class Matcher:
         """The tokens that are the only choice from the current state (not consumed)."""
         return [] if self.terminated else forced(self.decoder, self.state)[0]
 
+    def _spelling(self) -> spelling.Spelling:
+        if self.tokenizer is None:
+            raise UsageError("texts need the tokenizer: Matcher(decoder, eos, tokenizer=model)")
+        return spelling.spelling(self.tokenizer)
+
+    def accept_string(self, text: str | bytes) -> bool:
+        """Advance by a text (its UTF-8 bytes): True if some allowed token sequence spells exactly
+        it, and then its tokens are consumed (``tokens`` grows by them; the fewest tokens where
+        several spell it: an agnostic constraint reaches the same state by each, a canonical one
+        may not); False, state unchanged, where none does (also where the text could only end
+        inside a token). The text is the tokens' surfaces (``spelling``); a stop id never spells it."""
+        data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+        if self.terminated:
+            return False
+        ids = spelling.spell(self.decoder, self.state, data, self._spelling(), self.stop_ids)
+        return ids is not None and self.accept_tokens(ids)
+
+    def find_jump_forward_bytes(self) -> bytes:
+        """The longest bytes every allowed continuation spells next (empty at a final state,
+        where ending is a continuation, or where there is a choice): ``spelling.jump_forward``."""
+        if self.terminated:
+            return b""
+        return spelling.jump_forward(self.decoder, self.state, self._spelling())
+
+    def find_jump_forward_string(self) -> str:
+        """:meth:`find_jump_forward_bytes` as text, cut after its last whole UTF-8 character
+        (xgrammar's jump-forward decoding: the caller appends it without calling the model)."""
+        return spelling.whole_text(self.find_jump_forward_bytes())
+
     def is_final(self) -> bool:
         return not self.terminated and self.decoder.is_final(self.state)
 
@@ -266,22 +307,28 @@ def allocate_token_bitmask(batch: int, vocab_size: int, torch: bool = False):
     return np.zeros(shape, np.int32)
 
 
-def fill_row(bitmask, index: int, words: np.ndarray) -> None:
-    """Row ``index`` of a numpy or torch int32 buffer set to ``words`` (zero past them)."""
+def fill_rows(bitmask, indices: list[int], words: list[np.ndarray]) -> None:
+    """Rows ``indices`` of a numpy or torch int32 buffer set to ``words`` (each zero past its
+    words), in one copy."""
     if getattr(bitmask, "dtype", None) is None or str(bitmask.dtype) not in ("int32", "torch.int32"):
         raise UsageError("the bitmask buffer must be an int32 numpy array or torch tensor (allocate_token_bitmask)")
     width = bitmask.shape[-1]
-    if len(words) > width and np.any(words[width:]):
-        raise UsageError(f"the bitmask buffer has {width} words a row; the mask needs {len(words)}")
-    row = np.zeros(width, np.int32)
-    n = min(width, len(words))
-    row[:n] = words[:n]
+    rows = np.zeros((len(indices), width), np.int32)
+    for row, w in zip(rows, words):
+        if len(w) > width and np.any(w[width:]):
+            raise UsageError(f"the bitmask buffer has {width} words a row; the mask needs {len(w)}")
+        n = min(width, len(w))
+        row[:n] = w[:n]
     if isinstance(bitmask, np.ndarray):
-        bitmask[index] = row
+        bitmask[indices] = rows
     else:
         import torch  # deferred: an optional dependency (tokfst[hf])
 
-        bitmask[index].copy_(torch.from_numpy(row))
+        got = torch.from_numpy(rows).to(bitmask.device)
+        if indices == list(range(len(indices))) and len(indices) == bitmask.shape[0]:
+            bitmask.copy_(got)
+        else:
+            bitmask[torch.as_tensor(indices, dtype=torch.long, device=bitmask.device)] = got
 
 
 def apply_token_bitmask_inplace(logits, bitmask) -> None:

@@ -31,6 +31,7 @@ import numpy as np
 
 from tokfst_cli.automata.fst_io import cached_fst
 from tokfst_cli.bpe.hf import HfBpe
+from tokfst_cli.encoder.incremental import EagerTables, EagerWord, eager_ok
 from tokfst_cli.errors import InputError, UsageError
 from tokfst_cli.pretok import build, image, split
 from tokfst_cli.pretok.added import splitting
@@ -73,7 +74,8 @@ class Encoder:
         self._data = {"normalizer": model.normalizer, "pre_tokenizer": model.pre_tokenizer}
         self._p = image.for_model(model).arcsort("ilabel") if level == "pipeline" else None  # cached on disk
         self._variants: dict[str, object] = {}
-        self.splits = model.pre_tokenizer is not None  # else a segment is one pre-token: nothing final inside
+        self.splits = model.pre_tokenizer is not None  # else a segment is one pre-token (see eager_word)
+        self._eager: EagerTables | None = None  # made on the first eager word
 
     # ---- the pipeline ----------------------------------------------------------------------------
     def encode(self, text: str) -> list[int]:
@@ -151,13 +153,33 @@ class Encoder:
         symbols = self.bpe.initial_symbols(text)
         if len(symbols) < 2:
             return tuple(symbols)
+        self._kernel_table()
+        merged, work = self._kernels.merge_all(np.array(symbols, np.int64), *self._table, self.model.vocab_size)
+        self.work += work
+        return tuple(merged.tolist())
+
+    def symbols(self, piece: str) -> list[int]:
+        """HF's initial symbols of one pre-token (the model's alphabet: bytes mapped for byte-level)."""
+        text = "".join(self._map[b] for b in piece.encode("utf-8")) if self._byte_level else piece
+        return self.bpe.initial_symbols(text)
+
+    def eager_word(self) -> EagerWord | None:
+        """An :class:`EagerWord` for one segment encoded as a single pre-token (``level`` model, or
+        a model without a pre-tokenizer whose normalizer acts character by character), or None
+        where tokens inside a pre-token cannot be emitted early (the stream then holds it whole)."""
+        if eager_ok(self.bpe) is not None or (self.level == "pipeline" and (
+                self.splits or not _per_character(self.model.normalizer))):
+            return None
+        if self._eager is None:
+            self._kernel_table()
+            self._eager = EagerTables(self.bpe, self._kernels, self._table)
+        return self._eager.word()
+
+    def _kernel_table(self) -> None:
         if self._table is None:
             from tokfst_cli.encoder import kernels  # deferred: loads numba
 
             self._kernels, self._table = kernels, kernels.merge_table(self.bpe.merges, self.model.vocab_size)
-        merged, work = self._kernels.merge_all(np.array(symbols, np.int64), *self._table, self.model.vocab_size)
-        self.work += work
-        return tuple(merged.tolist())
 
     def stream(self) -> Stream:
         """A :class:`Stream` of this encoder: ``feed`` chunks, then ``finish``."""
@@ -173,6 +195,21 @@ class Encoder:
             got = cached_fst(key, lambda: build.transducer(data)) if self.model.fingerprint else build.transducer(data)
             got = self._variants[where] = got.arcsort("ilabel")
         return got
+
+
+def _per_character(spec) -> bool:
+    """Whether a normalizer maps each character on its own (none, Prepend, a one-character
+    Replace, or a Sequence of those): then the normalized text of a prefix never changes as
+    text is appended, and a segment can be normalized piece by piece."""
+    if spec is None:
+        return True
+    kind = spec.get("type") if isinstance(spec, dict) else None
+    if kind == "Sequence":
+        return all(_per_character(x) for x in spec.get("normalizers") or [])
+    if kind == "Replace":
+        pattern = spec.get("pattern") or {}
+        return isinstance(pattern.get("String"), str) and len(pattern["String"]) == 1
+    return kind == "Prepend"
 
 
 def _inner(spec, normalizer: bool, where: str):
@@ -224,11 +261,14 @@ class Stream:
         self._try_at = BATCH  # the open segment's length at which to try to cut it next
         self._scanned = 0  # no added token starts before this position of the buffer (decided)
         self._utf8 = codecs.getincrementaldecoder("utf-8")()
+        self._eager = encoder.eager_word() is not None  # tokens inside the open segment as they settle
+        self._word: EagerWord | None = None  # the open segment's, once text of it was fed
 
     def feed(self, chunk: str | bytes) -> list[int]:
         self.buf += self._text(chunk, False)
         out = self._emit(False)
-        self.held = max(self.held, len(self.buf))
+        pending = self._word.n - self._word.done if self._word is not None else 0
+        self.held = max(self.held, len(self.buf) + pending)
         return out
 
     def finish(self) -> list[int]:
@@ -247,6 +287,9 @@ class Stream:
     def _emit(self, final: bool) -> list[int]:
         enc, out = self.enc, []
         if enc.level == "model":
+            if self._eager:
+                out, self.buf = self._push(self.buf), ""
+                return out + self._close() if final else out
             if final:
                 out, self.buf = list(enc.word(self.buf, whole=True)), ""
             return out
@@ -264,6 +307,14 @@ class Stream:
             out += self._segment(self.buf)
             self.buf = ""
             return out
+        if self._eager and undecided > pos:
+            n = undecided - pos
+            out += self._push(self.buf[:n])
+            self.buf, self.at_start, self.offset = self.buf[n:], False, self.offset + n
+            self._scanned = max(self._scanned - n, 0)
+            return out
+        if self._eager:
+            return out
         if len(self.buf) < self._try_at or not enc.splits:
             return out
         cut, ids = self._cut(undecided - pos)
@@ -276,10 +327,33 @@ class Stream:
 
     def _segment(self, text: str) -> list[int]:
         """The ids of ``text``, the rest of the open segment (from its start or a boundary)."""
+        if self._eager:
+            return self._push(text) + self._close()
         if not text:
             return []
         p = self.enc.p_for(self.offset == 0, self.at_start)
         return [t for piece in self.enc.pre_tokens(text, p) for t in self.enc.word(piece)]
+
+    def _push(self, text: str) -> list[int]:
+        """Eager (:class:`EagerWord`): more text of the open segment normalized (a continuation
+        unless at the segment's start) and pushed symbol by symbol; the ids that settled."""
+        enc = self.enc
+        if not text:
+            return []
+        if enc.level == "model":
+            symbols = enc.symbols(text)
+        else:
+            p = enc.p_for(self.offset == 0, self.at_start)
+            symbols = [x for piece in enc.pre_tokens(text, p) for x in enc.symbols(piece)]
+        if self._word is None:
+            self._word = enc.eager_word()
+        self._word.push(symbols)
+        return self._word.settled()
+
+    def _close(self) -> list[int]:
+        """Eager: the open segment ends (an added token, or the text): its remaining ids."""
+        word, self._word = self._word, None
+        return word.rest() if word is not None else []
 
     def _cut(self, limit: int) -> tuple[int, list[int]]:
         """Where the open segment splits for good before ``limit`` (0: nowhere yet), and the ids of

@@ -97,8 +97,85 @@ def _merge_all(c, keys, ranks, news, v):  # pragma: no cover - compiled
     return c[alive], work
 
 
+def _pair_encodes(sym, start, end, first, second, keys, ranks, news, v):  # pragma: no cover - compiled
+    """Whether HF's merges turn sym[start:end] into [first, second] ([second] when first < 0)."""
+    got, _ = merge_all(sym[start:end].copy(), keys, ranks, news, v)
+    if first < 0:
+        return got.shape[0] == 1 and got[0] == second
+    return got.shape[0] == 2 and got[0] == first and got[1] == second
+
+
+def _extend(sym, lo_i, hi_i, theta, size, done, longest, tkeys, tchild, ttok, atom, keys, ranks, news,
+            v):  # pragma: no cover - compiled
+    """theta and size of the prefixes lo_i + 1 .. hi_i (``incremental.EagerWord``): the suffix
+    tokens ending at i read off the reversed-token trie (child of node n by symbol s at
+    ``tkeys == n * v + s``), longest first, the first whose pair with theta(start) encodes to
+    itself. Returns the pair checks run, or -1 - i when no token ends at i (never, for HF's BPE)."""
+    checks = 0
+    cand_s = np.empty(longest + 1, np.int64)
+    cand_t = np.empty(longest + 1, np.int64)
+    for i in range(lo_i + 1, hi_i + 1):
+        nc, node, j = 0, 0, i - 1
+        lo = max(done, i - longest)
+        while j >= lo:
+            s = sym[j]
+            if atom[s] and j < i - 1:
+                break
+            k = _find(tkeys, node * v + s)
+            if k < 0:
+                break
+            node = tchild[k]
+            if ttok[node] >= 0:
+                cand_s[nc], cand_t[nc] = j, ttok[node]
+                nc += 1
+            if atom[s]:
+                break
+            j -= 1
+        found = False
+        for c in range(nc - 1, -1, -1):
+            start, t = cand_s[c], cand_t[c]
+            checks += 1
+            first = theta[start] if start > 0 else -1
+            if _pair_encodes(sym, start - size[start] if start > 0 else 0, i, first, t, keys, ranks, news, v):
+                theta[i], size[i] = t, i - start
+                found = True
+                break
+        if not found:
+            return -1 - i
+    return checks
+
+
+def suffix_trie(tokens: list[str | None], ids: dict[str, int], atoms: set[int], v: int) -> tuple[np.ndarray, ...]:
+    """The reversed-token trie of :func:`extend` as arrays (keys sorted, children, token at a
+    node or -1): every token spelled by single-character tokens, read right to left, and each
+    byte-fallback token as a symbol of its own."""
+    children: list[dict[int, int]] = [{}]
+    at: list[int] = [-1]
+    seqs = [([i], i) for i in atoms]
+    for i, t in enumerate(tokens):
+        if t and all(ch in ids for ch in t):
+            seqs.append(([ids[ch] for ch in reversed(t)], i))
+    for seq, tok in seqs:
+        node = 0
+        for s in seq:
+            nxt = children[node].get(s)
+            if nxt is None:
+                nxt = children[node][s] = len(at)
+                children.append({})
+                at.append(-1)
+            node = nxt
+        if at[node] < 0 or tok == ids.get(tokens[tok] or "", tok):
+            at[node] = tok
+    keys = np.array([n * v + s for n, ch in enumerate(children) for s in ch], np.int64)
+    child = np.array([c for ch in children for c in ch.values()], np.int64)
+    order = np.argsort(keys, kind="stable")
+    return keys[order], child[order], np.array(at, np.int64)
+
+
 (_find, _push, _pop), _ = jit_all(_find, _push, _pop)
 (merge_all,), CACHED = jit_all(_merge_all)
+(_pair_encodes,), _ = jit_all(_pair_encodes)
+(extend,), _ = jit_all(_extend)
 
 
 def merge_table(merges: dict[tuple[int, int], tuple[int, int]], vocab_size: int) -> tuple[np.ndarray, ...]:

@@ -166,24 +166,30 @@ class CountedDecoder(Steps):
     lookup. A budget below it binds: the state's binding budgets and each one's packed mask (S's
     row with the dropped tokens' bits cleared) are made on the first step that needs them and
     kept. The budget binds only in the last steps of a sequence, so the load stays a few numpy
-    calls (the filter's cost on small automata)."""
+    calls (the filter's cost on small automata).
 
-    def __init__(self, base, limit: int, fewest_: np.ndarray):
+    ``fewest_`` and ``top`` may also be tables found on demand (``promotion.counted_lazy``: S is
+    never built), indexed as the arrays by a state or an array of states; ``top`` may then be an
+    upper bound of each state's largest fewest-tokens (a budget below it is checked token by token)."""
+
+    def __init__(self, base, limit: int, fewest_: np.ndarray, top: Any = None):
         if getattr(base, "terminals", None):
             raise UsageError("a token-count budget over terminal labels")  # refused earlier: check_options
         self.base, self.limit, self.n = base, limit, len(fewest_)
         self.vocab_size, self.healing = base.vocab_size, base.healing
         self.fewest = fewest_
-        self._fewest = fewest_.tolist()
+        self._fewest = fewest_.tolist() if isinstance(fewest_, np.ndarray) else fewest_
         self._cuts: dict[int, tuple[list[int], list[np.ndarray]]] = {}  # s -> (binding budgets, masks made)
         self._empty = np.zeros((self.vocab_size + 31) // 32, "<i4")  # pack() of no token
         self._empty.setflags(write=False)
-        nexts, noff = base._nexts, np.asarray(base._noff)
-        top = np.full(self.n, -1, np.int64)
-        if len(nexts):
-            some = noff[1:] > noff[:-1]
-            top[some] = np.maximum.reduceat(fewest_[nexts], noff[:-1][some])
-        self._top = top.tolist()
+        if top is None:
+            nexts, noff = base._nexts, np.asarray(base._noff)
+            top = np.full(self.n, -1, np.int64)
+            if len(nexts):
+                some = noff[1:] > noff[:-1]
+                top[some] = np.maximum.reduceat(fewest_[nexts], noff[:-1][some])
+            top = top.tolist()
+        self._top = top
 
     def _binding(self, s: int) -> tuple[list[int], list[np.ndarray]]:
         """The budgets below ``top`` that some next state's fewest equals (sorted), and their masks so far."""

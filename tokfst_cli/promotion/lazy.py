@@ -234,6 +234,11 @@ class LazyDecoder(Steps):
             return self._final[state]
         raise ForeignStateError(state, type(self).__name__)
 
+    def arcs(self, state: int) -> tuple[np.ndarray, np.ndarray]:
+        """Token ids (sorted) and next states of ``state``: its mask, each token run through A."""
+        tokens = np.flatnonzero(self.mask(state))
+        return tokens, self.ends(state, tokens)
+
 
 def check_filters(filters: Filters | None) -> None:
     """Refuse the token-level filters by name (``lazy-filters``): they act on token sequences,

@@ -7,10 +7,13 @@ schema)`` writes an instance the way the automaton spells it.
 
 The texts accepted, by decision:
 
-* one spelling per value: numbers in plain decimal notation, shortest form (``1``, not
-  ``1.0``; ``0.5``, not ``5e-1``; no ``-0``), strings as ``json.dumps(ensure_ascii=False)``
-  writes them (only ``\\" \\\\ \\b \\f \\n \\r \\t`` and ``\\u00xx`` for other controls). So
-  ranges, ``multipleOf``, ``type: integer``, ``const`` and ``not`` are exact;
+* numbers (``number_spellings``): "any" (default), every JSON spelling of a valid value
+  (``5.0``, ``2.50``, ``-0``; exponents only where numbers are constrained by their sign at
+  most), or "shortest", one per value (``1``, not ``1.0``; ``0.5``, not ``5e-1``; no ``-0``);
+  either way ranges, ``multipleOf``, ``type: integer``, ``const`` and ``not`` are exact
+  (:mod:`.numbers`);
+* strings: one spelling per value, as ``json.dumps(ensure_ascii=False)`` writes them (only
+  ``\\" \\\\ \\b \\f \\n \\r \\t`` and ``\\u00xx`` for other controls);
 * whitespace: ``compact`` (none), ``pretty`` (one space after ``,`` and ``:``) or
   ``flexible`` (any ``[ \\t\\n\\r]*`` where JSON allows it);
 * keys in the stable order of :mod:`.context` (the names of every ``properties`` applying,

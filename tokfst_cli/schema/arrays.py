@@ -18,8 +18,8 @@ from decimal import Decimal
 import pynini
 
 from tokfst_cli.errors import LimitError
+from tokfst_cli.schema import numbers
 from tokfst_cli.schema import sequences as seq
-from tokfst_cli.schema.automata import lit
 from tokfst_cli.schema.context import Position, item_schemas
 
 MAX_UNIQUE_VALUES = 16
@@ -138,7 +138,7 @@ def _unique(c, items: list[pynini.Fst | None], lo: int, hi: int | None, pos: Pos
     for item in items:
         labels = []
         if item is not None:
-            texts = _texts(c, item, MAX_UNIQUE_VALUES)
+            texts = _texts(c, _shortest(c, item), MAX_UNIQUE_VALUES)
             if texts is None:
                 c.refuse("uniqueItems", f"uniqueItems over items with more than {MAX_UNIQUE_VALUES} values")
                 return _spell(c, _words(c, _plain(items, members, symbols), lo, hi, [], []), members)
@@ -147,7 +147,7 @@ def _unique(c, items: list[pynini.Fst | None], lo: int, hi: int | None, pos: Pos
                 groups.setdefault(_value_key(json.loads(t)), []).append(t)
             for value, ts in groups.items():
                 sym = len(members)
-                members[sym] = pynini.union(*(lit(t) for t in ts))
+                members[sym] = pynini.union(*(numbers.respelled_text(c.budget, t, c.numbers) for t in ts))
                 labels.append(seq.label(sym))
                 by_value.setdefault(value, []).append(seq.label(sym))
         symbols.append(labels)
@@ -161,6 +161,16 @@ def _unique(c, items: list[pynini.Fst | None], lo: int, hi: int | None, pos: Pos
         once = c.budget.dfa(seq.at_most_once(labels, [a for a in alphabet if a not in labels]), what)
         words = None if words is None else c.budget.dfa(seq.both(words, once), what)
     return None if words is None else _spell(c, words, members)
+
+
+def _shortest(c, item: pynini.Fst) -> pynini.Fst:
+    """The texts of ``item`` whose numbers are all spelled shortest: one per value (the others
+    spell the same values: :func:`.numbers.respelled_text`)."""
+    if c.numbers == "shortest":
+        return item
+    if "shortest texts" not in c.cache:
+        c.cache["shortest texts"] = numbers.fixed(numbers.SHORTEST_TEXTS, c.budget)
+    return c.budget.intersect(item, c.cache["shortest texts"], "uniqueItems") or pynini.Fst()
 
 
 def _plain(items, members: dict, symbols: list) -> list[list[int]]:

@@ -16,8 +16,9 @@ in the schema: recursion (a ``$ref`` back to an enclosing schema) and free value
 schema: ``true``, ``{}``, additional properties by default) open at most ``max_depth``
 levels on any path (:mod:`.context`); deeper, the recursive branch is cut, so a recursive
 schema yields its unfoldings up to that depth. Explicit nesting is never cut. Within that bound,
-and with the spellings fixed (canonical numbers and strings, the policy's whitespace, the
-stable key order of :mod:`.context`), the language is exactly that of the valid texts;
+and with the spellings fixed (numbers as ``number_spellings`` says, canonical strings, the
+policy's whitespace, the stable key order of :mod:`.context`), the language is exactly that of
+the valid texts;
 only repeated keys among the keys a schema does not name cannot be excluded.
 """
 
@@ -73,10 +74,14 @@ class Compiler:
     """One compilation: the document, its positions, the memo and the warnings."""
 
     def __init__(self, schema: Schema, whitespace: str, max_depth: int, lenient: bool, any_order: bool,
-                 max_states: int, stack: bool = False):
+                 max_states: int, stack: bool = False, number_spellings: str = "any"):
         if whitespace not in WHITESPACE:
             raise InputError(f"whitespace policy {whitespace!r} is not known", f"use one of: {', '.join(WHITESPACE)}",
                              hint="schema-whitespace")
+        if number_spellings not in numbers.SPELLINGS:
+            raise InputError(f"number spellings {number_spellings!r} are not known",
+                             f"use one of: {', '.join(numbers.SPELLINGS)}", hint="schema-option",
+                             option="number_spellings")
         if not isinstance(schema, (dict, bool)):
             raise InputError("a JSON Schema is an object or a boolean", "give a JSON object", hint="schema-value")
         for name, value in (("max_depth", max_depth), ("max_states", max_states)):
@@ -88,6 +93,9 @@ class Compiler:
         self.positions = Positions(self.doc)
         self.policy, self.budget = Policy(whitespace), Budget(max_states, strings.any_body)
         self.max_depth, self.lenient, self.any_order = max_depth, lenient, any_order
+        # how numbers are spelled: "shortest", "plain" (trailing zeros, -0) or "any" (and exponents)
+        self.numbers = ("shortest" if number_spellings == "shortest"
+                        else "any" if numbers.exponents_exact(schema) else "plain")
         self.warnings: dict[str, None] = {}
         self.memo: dict[tuple, Lang] = {}
         self.active: dict[tuple, int] = {}  # the languages being compiled -> the values open around them
@@ -206,7 +214,7 @@ class Compiler:
         if key in self.memo:
             return self.memo[key]
         if not conj and not pos.nodes and objects and not self.stack:  # a free value: the same for every schema
-            free = (self.policy.name, depth, self.any_order, self.budget.max_states)
+            free = (self.policy.name, depth, self.any_order, self.budget.max_states, self.numbers)
             got = _FREE.get(free)
             if got is None:
                 self.budget.deferring, deferring = False, self.budget.deferring
@@ -396,7 +404,7 @@ class Compiler:
         key = ("number", integer, lower, upper, tuple(sorted(set(multiples))))
         if key not in self.cache:
             self.cache[key] = numbers.number_language(self.budget, integer=integer, lower=lower, upper=upper,
-                                                      multiple_of=sorted(set(multiples)))
+                                                      multiple_of=sorted(set(multiples)), spelling=self.numbers)
         return self.cache[key]
 
     def _string(self, conj) -> pynini.Fst | None:
@@ -448,7 +456,8 @@ def _check_values(node: dict) -> None:
 
 
 def compile_schema(schema: Schema, *, whitespace: str = "compact", max_depth: int = MAX_DEPTH, lenient: bool = False,
-                   any_order: bool = False, max_states: int = MAX_STATES, stack: bool = False) -> CompiledSchema:
+                   any_order: bool = False, max_states: int = MAX_STATES, stack: bool = False,
+                   number_spellings: str = "any") -> CompiledSchema:
     """The minimal byte DFA of the JSON texts valid under ``schema`` (a parsed JSON Schema). It is
     kept over byte classes (``automaton.classed``, :mod:`..label_classes`): the lazy
     decoder's table is built on them, and ``automaton.fst`` expands them to bytes on first use.
@@ -463,12 +472,15 @@ def compile_schema(schema: Schema, *, whitespace: str = "compact", max_depth: in
     ``stack``: nothing is cut; a value nested in itself (recursion, free values) is a call of its
     rule (``CompiledSchema.rules``, a recursive transition network; ``max_depth`` unused), or
     :class:`.automata.StackOperand` where such a value meets an intersection or difference.
+    ``number_spellings``: "any" (every JSON spelling of a valid number: ``5.0``, ``2.50``,
+    ``-0``; exponents where only signs are constrained) or "shortest" (one text per number, for
+    generation): :mod:`.numbers`.
     Raises InputError (hint ``schema-keyword``, ``schema-value``, ``schema-ref``,
     ``schema-pattern``, ``schema-cycle``, ``schema-depth``), LimitError, or EmptyLanguageError when no JSON
     text is valid.
     """
     start = time.perf_counter()
-    c = Compiler(schema, whitespace, max_depth, lenient, any_order, max_states, stack)
+    c = Compiler(schema, whitespace, max_depth, lenient, any_order, max_states, stack, number_spellings)
     try:
         value = c.value([schema], max_depth, c.positions.root())
     except RecursionError:  # values nested (through $ref) deeper than Python's recursion allows

@@ -1,34 +1,65 @@
-"""JSON numbers: canonical spellings, exact ranges and ``multipleOf`` as digit automata.
+"""JSON numbers: their spellings, exact ranges and ``multipleOf`` as digit automata.
 
-Every number has one canonical text here: plain decimal notation (no exponent), no leading
-zeros, no trailing zeros in the fraction, no fraction when the value is integral, and ``0``
-for zero (never ``-0``): ``-?(0|[1-9][0-9]*)(\\.[0-9]*[1-9])?``. With one text per value,
-integer-ness (``type: integer`` accepts 1.0 since it is written ``1``), ranges and
-``multipleOf`` are exact, and so are their complements under ``not``. (With exponents, the
-numbers above a bound are not a regular language; every JSON number has a plain spelling.)
+The constraints are built on one text per number, its shortest spelling: plain decimal
+notation (no exponent), no leading zeros, no trailing zeros in the fraction, no fraction
+when the value is integral, and ``0`` for zero (never ``-0``):
+``-?(0|[1-9][0-9]*)(\\.[0-9]*[1-9])?``. With one text per value, integer-ness (``type:
+integer`` accepts 1.0 since it is written ``1``), ranges and ``multipleOf`` are exact.
 
-Ranges: the canonical magnitudes above a decimal bound c = I.F are a regex built from the
+Ranges: the shortest magnitudes above a decimal bound c = I.F are a regex built from the
 digits of I and F (:func:`_above`); "below" is the complement among magnitudes, and a
 negative number is "-" and a magnitude compared with -c. ``multipleOf`` m = a / 10^s:
 x is a multiple iff x * 10^s is an integer divisible by a, read digit by digit with the
 remainder mod a as state (a * (s + 2) states, refused past ``max_states``).
+
+Spellings (:data:`SPELLINGS`): "shortest" keeps those texts alone (one per value: what a
+generator needs). "any" (the default) accepts every JSON spelling of the same values
+(:func:`respelled`), as a validator does: trailing fractional zeros (``2.50``, ``5.0``,
+``5.000``, for ``type: integer`` too: JSON Schema's integer is any number with a zero
+fraction) and ``-0`` (``-0.0``) for zero, everywhere: they keep the value, so every constraint
+stays exact, and so do its complements under ``not``. Exponents (``1e3``, ``2.5E-1``) only
+where no number of the document is constrained by more than its sign (:func:`exponents_exact`):
+the numbers above a bound other than 0 are not a regular language once written with exponents
+(``1`` followed by k zeros and an exponent of k or more digits' value), nor are integers or
+multiples, nor the spellings of a constant (``1e3``, ``10e2``, ``10000e-1``, ...). As each
+part of a schema is the set of spellings of its values, the Boolean operations stay exact
+only if every part spells alike: so one number with a bound, ``multipleOf``, ``type:
+integer``, a numeric ``const``/``enum`` or ``uniqueItems`` anywhere in the document keeps
+exponents out of all of them (plain spellings, trailing zeros and ``-0`` still accepted).
 """
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal, InvalidOperation
 
 import numpy as np
 import pynini
 
 from tokfst_cli.automata.arrays import fst_from_arrays
-from tokfst_cli.errors import InputError, LimitError
+from tokfst_cli.errors import InputError, InternalError, LimitError
 from tokfst_cli.schema.automata import Budget, lit, regex
+from tokfst_cli.schema.refs import Schema
 
 MAGNITUDE = r"(?:0|[1-9][0-9]*)(?:\.[0-9]*[1-9])?"
 NUMBER = r"0|-?[1-9][0-9]*(?:\.[0-9]*[1-9])?|-?0\.[0-9]*[1-9]"
 INTEGER = r"0|-?[1-9][0-9]*"
 _FRACTION = r"(?:\.[0-9]*[1-9])?"
+SPELLINGS = ("any", "shortest")  # the option; compiled as "shortest", "plain" (no exponents) or "any"
+_EXPONENT = r"[eE][+-]?[0-9]+"
+_ZERO = r"-?0(?:\.0+)?"  # every plain spelling of zero
+_NONZERO = r"(?:[1-9][0-9]*(?:\.[0-9]+)?|0\.[0-9]*[1-9][0-9]*)"  # every plain spelling of a positive number
+_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+_FIXED: dict[tuple[str, int], pynini.Fst | None] = {}  # the automata of this module's fixed regexes
+
+
+def fixed(pattern: str, budget: Budget) -> pynini.Fst | None:
+    """:func:`.automata.regex` of one of this module's fixed patterns, compiled once (a copy)."""
+    key = (pattern, budget.max_states)
+    if key not in _FIXED:
+        _FIXED[key] = regex(pattern, budget)
+    f = _FIXED[key]
+    return None if f is None else f.copy()
 
 
 def decimal(value, keyword: str = "number") -> Decimal:
@@ -125,7 +156,7 @@ class Ranges:
 
     def __init__(self, budget: Budget):
         self.budget = budget
-        self.magnitudes = regex(MAGNITUDE, budget)
+        self.magnitudes = fixed(MAGNITUDE, budget)
 
     def compare(self, op: str, c: Decimal) -> pynini.Fst | None:
         """Magnitudes m with ``m op c`` (op one of > >= < <=)."""
@@ -202,11 +233,103 @@ def multiples(budget: Budget, m: Decimal) -> pynini.Fst:
 
 
 def number_language(budget: Budget, *, integer: bool, lower: tuple[Decimal, bool] | None,
-                    upper: tuple[Decimal, bool] | None, multiple_of: list[Decimal]) -> pynini.Fst | None:
-    """The canonical texts of the numbers with these constraints."""
-    f = regex(INTEGER if integer else NUMBER, budget)
+                    upper: tuple[Decimal, bool] | None, multiple_of: list[Decimal],
+                    spelling: str = "shortest") -> pynini.Fst | None:
+    """The texts of the numbers with these constraints: their shortest spellings, or (``spelling``
+    "plain" or "any") every spelling :func:`respelled` gives, "any" with exponents, which only
+    sign bounds allow (the compiler asks for them only then: :func:`exponents_exact`)."""
+    f = fixed(INTEGER if integer else NUMBER, budget)
     if lower is not None or upper is not None:
         f = budget.intersect(f, Ranges(budget).numbers(lower, upper), "a number range")
     for m in multiple_of:
         f = budget.intersect(f, multiples(budget, m), f"multipleOf {m}")
-    return f
+    if spelling == "shortest":
+        return f
+    if spelling != "any":
+        return respelled(budget, f)
+    if integer or multiple_of or any(b is not None and b[0] != 0 for b in (lower, upper)):
+        raise InternalError("exponents asked for under a constraint other than a sign (see exponents_exact)")
+    zero = (lower is None or not lower[1]) and (upper is None or not upper[1])
+    signs = [_ZERO] * zero + [_NONZERO] * (upper is None) + ["-" + _NONZERO] * (lower is None)
+    exponents = fixed(f"(?:{'|'.join(signs)}){_EXPONENT}", budget) if signs else None
+    return respelled(budget, f, exponents)
+
+
+# ---- spellings -----------------------------------------------------------------------------------
+def respelled(budget: Budget, f: pynini.Fst | None, exponents: pynini.Fst | None = None) -> pynini.Fst | None:
+    """Every plain spelling of the numbers whose shortest spellings are ``f`` (module docstring):
+    a fraction followed by ``0*``, an integer by ``(\\.0+)?``, and ``-0(\\.0+)?`` if zero is one;
+    with ``exponents`` (the spellings with an exponent of the same numbers) added."""
+    if f is None:
+        return exponents
+    what = "the spellings of a number"
+    fractions = budget.intersect(f, fixed(r"-?[0-9]+\.[0-9]+", budget), what)
+    integers = budget.difference(f, fractions, what)
+    parts = [None if fractions is None else pynini.concat(fractions, fixed("0*", budget)),
+             None if integers is None else pynini.concat(integers, fixed(r"(?:\.0+)?", budget)), exponents]
+    if integers is not None and budget.intersect(integers, lit("0"), what) is not None:
+        parts.append(fixed(r"-0(?:\.0+)?", budget))
+    return budget.union([p for p in parts if p is not None], what)
+
+
+def value_spellings(budget: Budget, value, spelling: str) -> pynini.Fst | None:
+    """The spellings of one number (``const``, ``enum``): its shortest text, or :func:`respelled`
+    of it (with ``-0e5``... for zero under "any"; other constants keep exponents out of the
+    document: :func:`exponents_exact`)."""
+    text = canonical(value)
+    if spelling == "shortest":
+        return lit(text)
+    if spelling == "any" and text != "0":
+        raise InternalError("exponents asked for with a numeric constant (see exponents_exact)")
+    return respelled(budget, lit(text), fixed(_ZERO + _EXPONENT, budget) if spelling == "any" else None)
+
+
+def exponents_exact(schema: Schema) -> bool:
+    """Can every number of ``schema`` be written with an exponent, exactly (module docstring)?
+    No if any object of the document (a ``$ref`` reaches subschemas anywhere, under unknown
+    keywords too) has ``type: integer``, a bound other than 0, ``multipleOf``, ``uniqueItems``,
+    or a number in a ``const`` or ``enum``: read as keywords wherever they stand, as a doubt
+    only leaves exponents out."""
+    todo, seen = [schema], set()
+    while todo:
+        node = todo.pop()
+        if isinstance(node, list):
+            todo += node
+        if not isinstance(node, dict) or id(node) in seen:
+            continue
+        seen.add(id(node))
+        kinds = node.get("type")
+        if kinds == "integer" or (isinstance(kinds, list) and "integer" in kinds):
+            return False
+        if "multipleOf" in node or "uniqueItems" in node or any(
+                node[k] != 0 for k in _BOUNDS if k in node and not isinstance(node[k], bool)):
+            return False
+        if any(_holds_number(node[k]) for k in ("const", "enum") if k in node):
+            return False
+        todo += node.values()
+    return True
+
+
+def _holds_number(value) -> bool:
+    if isinstance(value, (list, dict)):
+        return any(map(_holds_number, value.values() if isinstance(value, dict) else value))
+    return isinstance(value, (int, float, Decimal)) and not isinstance(value, bool)
+
+
+# the JSON texts whose numbers are all in their shortest spelling: strings, other characters
+# (no digit or "-", which start numbers), and shortest numbers each followed by a delimiter or the end
+_STRING = r'"(?:[^"\\]|\\[\s\S])*"'
+SHORTEST_TEXTS = rf'(?:{_STRING}|[^"0-9\-]|(?:{NUMBER})[ \t\n\r,\]}}])*(?:{NUMBER})?'
+_TOKENS = re.compile(rf'({_STRING})|(-?[0-9][0-9.]*)')
+
+
+def respelled_text(budget: Budget, text: str, spelling: str) -> pynini.Fst | None:
+    """Every spelling of a JSON text (its numbers shortest, as :data:`SHORTEST_TEXTS`): each
+    number spelled by :func:`value_spellings`, the rest as written."""
+    out, at = lit(""), 0
+    for m in _TOKENS.finditer(text):
+        if m.group(2) is not None:
+            out = pynini.concat(pynini.concat(out, lit(text[at:m.start()])),
+                                value_spellings(budget, Decimal(m.group(2)), spelling))
+            at = m.end()
+    return budget.dfa(pynini.concat(out, lit(text[at:])), "the spellings of a value")

@@ -80,7 +80,7 @@ def _value(tp: Any, v: Any) -> Any:
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         return tp(v)
     if origin in (typing.Union, types.UnionType):
-        for a in args:
+        for a in sorted(args, key=lambda a: a is int and isinstance(v, float)):  # 5.0 is a float first
             if _fits(a, v):
                 try:
                     return _value(a, v)
@@ -100,7 +100,14 @@ def _value(tp: Any, v: Any) -> Any:
     if typing.is_typeddict(tp):
         hints = typing.get_type_hints(tp)
         return {k: _value(hints[k], x) for k, x in v.items()}
+    if tp is int and _integral(v):  # also spelled 5.0 (numbers in any spelling: .numbers)
+        return int(v)
     return float(v) if tp is float else v
+
+
+def _integral(v: Any) -> bool:
+    """Is the JSON value ``v`` an integer (``5`` or ``5.0``; not ``true``)?"""
+    return not isinstance(v, bool) and (isinstance(v, int) or isinstance(v, float) and v.is_integer())
 
 
 def _fits(tp: Any, v: Any) -> bool:
@@ -108,7 +115,7 @@ def _fits(tp: Any, v: Any) -> bool:
     if tp is type(None):
         return v is None
     if tp in (int, float):
-        return isinstance(v, (int, float) if tp is float else int) and not isinstance(v, bool)
+        return _integral(v) or (tp is float and isinstance(v, float))
     if tp in _SCALARS:
         return isinstance(v, tp)
     origin = typing.get_origin(tp)

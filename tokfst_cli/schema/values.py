@@ -1,9 +1,10 @@
 """``const`` and ``enum``: the texts of given JSON values at a position (draft 2020-12 Sec. 6.1.2-3).
 
-A value has one text here: numbers and strings in their canonical spelling
-(:func:`.numbers.canonical`, :func:`.strings.quote`), object keys in the position's order
-(every key of a constant is a named key of its position, see :mod:`.context`), the
-separators of the whitespace policy. So ``const`` is exact, and complements of it too. With
+A value has one text here up to its numbers: strings in their canonical spelling
+(:func:`.strings.quote`), numbers in the compilation's spellings
+(:func:`.numbers.value_spellings`: the shortest one, or with trailing zeros and ``-0``), object
+keys in the position's order (every key of a constant is a named key of its position, see
+:mod:`.context`), the separators of the whitespace policy. So ``const`` is exact, and complements of it too. With
 ``any_order`` an object constant is the object schema of exactly its members, so its keys come
 in every order (as the objects of ``properties`` do there).
 """
@@ -41,7 +42,7 @@ def text(c, value, depth: int, pos: Position) -> pynini.Fst | None:
     if kind == "boolean":
         return lit("true" if value else "false")
     if kind == "number":
-        return lit(numbers.canonical(value))
+        return numbers.value_spellings(c.budget, value, c.numbers)
     if kind == "string":
         return lit(strings.quote(value))
     inner = c.inner(depth, pos)
