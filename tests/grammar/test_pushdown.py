@@ -396,17 +396,48 @@ def test_a_keyword_may_be_spelled_in_any_tokens(tokenizer):
 
 
 def test_bench_grammars_runs_and_agrees_with_llguidance(tmp_path):
-    """``tokfst bench grammars`` on a short walk: every row measured, llguidance (a test extra)
-    follows the walk and its masks equal tokfst's at every step; the JSON names its columns."""
+    """``tokfst bench grammars`` on a short walk: a row per grammar and engine, every one measured,
+    llguidance (a test extra) follows the walk and its masks equal tokfst's at every step (xgrammar
+    too where it is installed; the bench extra); the JSON names its columns."""
     out = tmp_path / "g.json"
     r = run("bench", "grammars", "--tokenizer", "gpt2", "--steps", "30", "--repeat", "3", "--json", out)
     assert r.rc == 0, r.stderr
     doc = json.loads(out.read_text())
     (table,) = doc["tables"]
-    assert [row["grammar"] for row in table["rows"]] == ["arith", "sexp", "json"]
+    assert [(row["grammar"], row["engine"]) for row in table["rows"]] == [
+        (g, e) for g in ("arith", "sexp", "json") for e in ("tokfst", "llguidance", "xgrammar")]
     for row in table["rows"]:
-        assert row["steps"] == 30 and row["median"]["status"] == "ok" and row["llg_median"]["status"] == "ok"
-        assert row["agree"] == 31, row
+        assert row["steps"] == 30, row
+        if row["engine"] == "xgrammar" and row["median"]["status"] == "skipped":
+            continue
+        assert row["median"]["status"] == "ok" and row["first"]["status"] == "ok", row
+        if row["engine"] != "tokfst":
+            assert row["agree"] == 31, row
+
+
+@pytest.mark.parametrize("name", sorted(GRAMMARS))
+def test_the_bench_gbnf_texts_are_the_lark_languages(name, tokenizer):
+    """The bench gives xgrammar GBNF and the others Lark: tokfst compiles both texts of each grammar
+    to the same mask at every step of a walk led by the Lark one (short tokens first, so that
+    strings, numbers and brackets close as well as open)."""
+    from tokfst_cli.bench.grammars import GBNF
+    from tokfst_cli.bench.grammars import GRAMMARS as LARK
+
+    model = tokenizer("gpt2")
+    a = PushdownDecoder(model, compile_grammar(LARK[name], "lark"))
+    b = PushdownDecoder(model, compile_grammar(GBNF[name], "gbnf"))
+    surface, rng = _surfaces(model), np.random.default_rng(3)
+    for _ in range(3):
+        sa, sb = a.initial(), b.initial()
+        for _ in range(40):
+            ma, mb = a.mask(sa), b.mask(sb)
+            assert np.array_equal(ma, mb) and a.is_final(sa) == b.is_final(sb)
+            allowed = np.flatnonzero(ma)
+            if not len(allowed):
+                break
+            short = [t for t in allowed if len(surface[int(t)]) <= 2]
+            t = int(rng.choice(short if short and rng.random() < 0.8 else allowed))
+            sa, sb = a.advance(sa, t), b.advance(sb, t)
 
 
 def test_a_token_automaton_whose_tokens_look_like_parentheses_is_not_a_pdt(tmp_path, tokenizer):

@@ -21,7 +21,9 @@ object vectors (Python ints) before a sum could overflow.
   paths spelling one string;
 * :func:`tally`: both counts by length, for ``tokfst count``;
 * :func:`explore`: the reachable part of any decoder (``constraint.load``) as an acceptor,
-  read through ``arcs`` or, factorized, through ``mask``/``advance``, up to ``max_arcs``.
+  read through ``arcs`` or, factorized, through ``mask``/``advance``, up to ``max_arcs``;
+  :func:`explore_within`: the part within ``max_len`` tokens (a pushdown grammar's decoder,
+  whose states are unbounded), for :func:`tally_decoder`.
 
 Every program is sized before it runs or allocates its table: (states + pairs of states joined
 by an arc) x (max_len + 1) past ``MAX_CELLS`` is a ``LimitError`` on ``max_len``.
@@ -292,15 +294,39 @@ class Tally:
     max_len: int | None
     sequences: list[int]
     strings: list[int]
-    longest_sequence: int | None  # None: infinite
+    longest_sequence: int | None  # None: infinite (or, ``cut``, not known)
     longest_string: int | None
+    cut: bool = False  # a pushdown language explored to max_len tokens, no cycle seen: finite? longest? unknown
 
     def to_json(self) -> dict:
         def part(counts: list[int], top: int | None) -> dict:
-            return {"by_length": counts, "total": sum(counts), "finite": top is not None, "longest": top}
+            return {"by_length": counts, "total": sum(counts), "finite": None if self.cut else top is not None,
+                    "longest": top}
 
         return {"max_len": self.max_len, "sequences": part(self.sequences, self.longest_sequence),
-                "strings": part(self.strings, self.longest_string)}
+                "strings": part(self.strings, self.longest_string), "cut_at_max_len": self.cut}
+
+
+def tally_decoder(decoder, lexicon: pynini.Fst, max_len: int | None = None, max_arcs: int = MAX_ARCS,
+                  max_states: int = 1_000_000) -> Tally:
+    """:func:`tally` of any decoder's language: :func:`explore`'s acceptor or, for a pushdown
+    grammar (whose states are unbounded), its states within ``max_len`` tokens of the start
+    (:func:`explore_within`): every sequence of at most ``max_len`` tokens, and so every string of
+    at most ``max_len`` bytes, is on that acceptor, so the counts up to ``max_len`` are exact; where
+    the exploration was cut, whether the language is finite and its longest member are not known."""
+    from tokfst_cli.promotion.stack import PushdownDecoder  # deferred: start-up: only this path needs it
+
+    if not isinstance(decoder, PushdownDecoder):
+        return tally(explore(decoder, max_arcs), lexicon, max_len, max_states)
+    if max_len is None:
+        raise InputError(f"{decoder.pdt.pattern} is a pushdown automaton: its decoder states are unbounded",
+                         "bound the length (--max-len N): sequences up to N tokens are counted exactly",
+                         hint="grammar-pushdown")
+    fst, cut = explore_within(decoder, max_len, max_arcs)
+    got = tally(fst, lexicon, max_len, max_states)
+    if cut and got.longest_sequence is not None:  # an acyclic part of an unknown whole (a cycle: infinite)
+        got.cut, got.longest_sequence, got.longest_string = True, None, None
+    return got
 
 
 def tally(fst: pynini.Fst, lexicon: pynini.Fst, max_len: int | None = None, max_states: int = 1_000_000) -> Tally:
@@ -331,8 +357,8 @@ def explore(decoder, max_arcs: int = MAX_ARCS) -> pynini.Fst:
 
     if isinstance(decoder, PushdownDecoder):
         raise InputError(f"{decoder.pdt.pattern} is a pushdown automaton: its token sequences are not a finite "
-                         "automaton to count or inspect", "sample it (tokfst sample), or bound the recursion "
-                         "in the grammar", hint="grammar-pushdown")
+                         "automaton to inspect", "sample it (tokfst sample), or count it up to a length "
+                         "(tokfst count --max-len N)", hint="grammar-pushdown")
     if getattr(decoder, "terminals", None):
         pass
     elif isinstance(decoder, FstDecoder):
@@ -341,11 +367,29 @@ def explore(decoder, max_arcs: int = MAX_ARCS) -> pynini.Fst:
         return _explore_table(decoder)
     elif isinstance(decoder, CountedDecoder):  # S x F_N: may be N times S
         return _explore_table(decoder, max_arcs)
+    return _expand(decoder, max_arcs, None)[0]
+
+
+def explore_within(decoder, max_len: int, max_arcs: int = MAX_ARCS) -> tuple[pynini.Fst, bool]:
+    """The states of ``decoder`` within ``max_len`` tokens of the start (breadth first) as an
+    acceptor, and whether a state at that depth still had tokens to offer (the exploration was cut).
+    Breadth first, a state is first met at its least depth, so each state on a path of at most
+    ``max_len`` tokens is expanded: the acceptor holds every such path, and only paths of the
+    decoder (LimitError past ``max_arcs`` arcs)."""
+    return _expand(decoder, max_arcs, max_len)
+
+
+def _expand(decoder, max_arcs: int, max_len: int | None) -> tuple[pynini.Fst, bool]:
+    """``mask``/``advance`` breadth first from the start (states hashable), to ``max_len`` tokens."""
     start = decoder.initial()
-    number, order = {start: 0}, [start]
+    number, order, depth = {start: 0}, [start], [0]
     src, lab, dst = [], [], []
+    cut = False
     for i, s in enumerate(order):  # the list grows
         toks = np.flatnonzero(decoder.mask(s)).tolist()
+        if max_len is not None and depth[i] >= max_len:
+            cut = cut or bool(toks)
+            continue
         if len(src) + len(toks) > max_arcs:
             raise LimitError("the artifact's expansion", "max_arcs", max_arcs, remedy=None)
         for t in toks:
@@ -354,12 +398,13 @@ def explore(decoder, max_arcs: int = MAX_ARCS) -> pynini.Fst:
             if j is None:
                 j = number[nx] = len(order)
                 order.append(nx)
+                depth.append(depth[i] + 1)
             src.append(i)
             lab.append(t + 1)
             dst.append(j)
     final = np.array([bool(decoder.is_final(s)) for s in order])
     il = np.asarray(lab, np.int64)
-    return fst_from_arrays(len(order), 0, final, np.asarray(src, np.int64), il, il, np.asarray(dst, np.int64))
+    return fst_from_arrays(len(order), 0, final, np.asarray(src, np.int64), il, il, np.asarray(dst, np.int64)), cut
 
 
 def _explore_table(decoder, max_arcs: int | None = None) -> pynini.Fst:

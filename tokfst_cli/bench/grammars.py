@@ -1,21 +1,28 @@
 """``tokfst bench grammars``: self-embedding grammars decoded with a stack (``promotion.stack``)
-against llguidance on the same walks (Koo et al. 2024 Sec. 3.2; the structured-generation practical).
+against llguidance and xgrammar on the same walks (Koo et al. 2024 Sec. 3.2; the structured-generation
+practical).
 
-Per tokenizer and grammar (``GRAMMARS``, Lark text that both engines read): a walk of ``steps``
-tokens led by tokfst's masks (seeded; it leans towards tokens of brackets, quotes, commas, colons
-and spaces only, so that the stack grows and shrinks and strings stay short, and never takes a
-token after which nothing may follow, so that it runs its length).
-Then, --repeat times, each engine follows the walk from a fresh matcher: mask per step (median,
-p99; the median of the first and of the last 100 steps, whose ratio is the growth of the mask's
-cost with the output), compile (grammar text to a ready matcher) and the first mask. llguidance
-(``LLMatcher`` on ``grammar_from_lark``) fills a packed buffer as in ``bench masks``; both follow
-the walk through ``masks.run_walk``, and their masks are compared at every step
-(``masks.compare_masks``), EOS and special tokens aside (``agree``).
+Per tokenizer and grammar (``GRAMMARS``: Lark text that tokfst and llguidance read, with the same
+language in GBNF for xgrammar, ``GBNF``): a walk of ``steps`` tokens led by tokfst's masks (seeded;
+it leans towards tokens of brackets, quotes, commas, colons and spaces only, so that the stack grows
+and shrinks and strings stay short, and never takes a token after which nothing may follow, so that
+it runs its length). Then, --repeat times, each engine follows the walk from a fresh matcher: mask
+per step (median, p99; the median of the first and of the last 100 steps, whose ratio is the growth
+of the mask's cost with the output), and the time from the grammar's text to the first mask. Every
+engine fills a packed buffer as in ``bench masks``; all follow the walk through ``masks.run_walk``,
+and each peer's masks are compared with tokfst's at every step (``masks.compare_masks``), EOS and
+special tokens aside (``agree``).
+
+llguidance is given ``%llguidance {"no_forcing": true}``: by default, where the grammar forces
+bytes (the rest of ``false`` after ``f``) its mask narrows to the token that spells them in one
+piece (``alse``, not ``a``), so that it is no longer the set of tokens extending a viable prefix
+and a walk through ``a`` is refused. xgrammar's compiler cache is cleared before every timed
+compile (a cached grammar would time a lookup).
 
 A fresh tokfst decoder has empty memos (configurations, byte steps, masks) but its PDT states'
 parts (made with it, timed in the first mask); a tail part for tokens that pop is made as a walk
 meets it. T's trie layout is built once per tokenizer outside the timing (set-up seconds in the
-JSON's inputs).
+JSON's inputs), as the peers' tokenizer objects are.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ import numpy as np
 
 from tokfst_cli.bench import common
 from tokfst_cli.bench.common import Results, Table
-from tokfst_cli.bench.engines import LLGuidance, Session, decoder_session
+from tokfst_cli.bench.engines import LLGuidance, Session, XGrammar, decoder_session
 from tokfst_cli.bench.masks import WalkRun, compare_masks, run_walk
 from tokfst_cli.grammar.load import compile_grammar
 from tokfst_cli.promotion.lazy import layout, spelling_trie
@@ -57,11 +64,36 @@ NUMBER: /-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/
 """
 
 GRAMMARS = {"arith": ARITH, "sexp": SEXP, "json": JSON}
+
+# The same languages in GBNF, xgrammar's input (left recursion written as repetition: xgrammar's
+# Earley parser takes either, and the repetition is its idiom); tests/grammar check that tokfst
+# compiles each to the same masks as its Lark text.
+GBNF = {
+    "arith": r"""
+root ::= expr
+expr ::= term (("+" | "-") term)*
+term ::= factor (("*" | "/") factor)*
+factor ::= "(" expr ")" | "-" factor | number
+number ::= [0-9]+ ("." [0-9]+)?
+""",
+    "sexp": r"""
+root ::= sexp
+sexp ::= "(" ")" | "(" sexp (" " sexp)* ")" | atom
+atom ::= [a-z_+*/<>=\-] [a-z0-9_+*/<>=\-]* | [0-9]+
+""",
+    "json": r"""
+root ::= value
+value ::= object | array | string | number | "true" | "false" | "null"
+object ::= "{" "}" | "{" pair ("," pair)* "}"
+pair ::= string ":" value
+array ::= "[" "]" | "[" value ("," value)* "]"
+string ::= "\"" ([^"\\\x00-\x1f] | "\\" ["\\/bfnrt] | "\\u" [0-9a-fA-F]{4})* "\""
+number ::= "-"? ("0" | [1-9] [0-9]*) ("." [0-9]+)? ([eE] [+-]? [0-9]+)?
+""",
+}
+NO_FORCING = '%llguidance {"no_forcing": true}\n'
+
 OPENERS, STRUCTURE = b"([{", set(b'([{}])",: ')
-
-
-def llg_eos(llg: LLGuidance) -> tuple[int, ...]:
-    return tuple(llg.eos) if llg.missing is None else ()
 
 
 def walk(decoder: PushdownDecoder, steps: int, seed: int) -> list[int]:
@@ -108,21 +140,45 @@ def _cells(walks: list[list[int]]) -> dict:
             "head": of(lambda ns: statistics.median(ns[:100])), "tail": of(lambda ns: statistics.median(ns[-100:]))}
 
 
+def _peers(model, path: str) -> list:
+    """(engine, make(grammar name) -> fresh Session) for llguidance and xgrammar on one tokenizer;
+    an engine that is not installed keeps its ``missing`` and is never called."""
+    llg, xgr = LLGuidance(model, path), XGrammar(model, path)
+
+    def llg_make(gname: str):
+        return lambda: llg.session(llg.llg.LLMatcher.grammar_from_lark(NO_FORCING + GRAMMARS[gname]))
+
+    def xgr_make(gname: str):
+        def make():
+            xgr.compiler.clear_cache()
+            return xgr.session(xgr.compiler.compile_grammar(GBNF[gname]))
+        return make
+
+    return [(llg, llg_make), (xgr, xgr_make)]
+
+
+def _row(tokens: list[int], runs: list) -> dict:
+    """The timing cells of one engine's timed walks (``follow``'s results)."""
+    cells = _cells([r.mask_ns for r, _ in runs])
+    return {"first": common.ok([f for _, f in runs]), "median": cells["median"], "p99": cells["p99"],
+            "growth": common.ratio(cells["tail"], cells["head"])}
+
+
 def grammars_table(tokenizers: list[tuple[str, str, bool]], repeat: int, steps: int | None, progress) -> Results:
     res, steps = Results(), steps or 1000
-    table = Table("grammars", f"grammar masks along a {steps}-token walk, tokfst (stack) vs llguidance", repeat,
+    table = Table("grammars", f"grammar masks along a {steps}-token walk: tokfst (stack), llguidance, xgrammar",
+                  repeat,
                   [("tokenizer", "tokenizer", "text"), ("vocab", "vocab", "int"), ("grammar", "grammar", "text"),
-                   ("steps", "steps", "int"), ("depth", "max stack", "int"), ("first", "tokfst first mask", "time"),
-                   ("median", "tokfst mask median", "time"), ("p99", "tokfst mask p99", "time"),
-                   ("growth", "tokfst last/first 100", "ratio"), ("llg_first", "llguidance first mask", "time"),
-                   ("llg_median", "llguidance mask median", "time"), ("llg_p99", "llguidance mask p99", "time"),
-                   ("llg_growth", "llguidance last/first 100", "ratio"), ("ratio", "median tokfst/llguidance", "ratio"),
-                   ("agree", "equal masks", "int")], inputs={"grammars": GRAMMARS, "setup": {}})
+                   ("steps", "steps", "int"), ("depth", "max stack", "int"), ("engine", "engine", "text"),
+                   ("first", "first mask", "time"), ("median", "mask median", "time"), ("p99", "mask p99", "time"),
+                   ("growth", "last/first 100", "ratio"), ("first_ratio", "tokfst/engine first mask", "ratio"),
+                   ("ratio", "tokfst/engine median", "ratio"), ("agree", "masks equal tokfst's", "int")],
+                  inputs={"grammars": GRAMMARS, "gbnf": GBNF, "setup": {}})
     for name, path, _ in tokenizers:
         model = common.load_model(path, None)
         pre: dict = {}
         pre["trie_s"], _ = common.timed(lambda: layout(model, spelling_trie(model)))
-        pre["llguidance_s"], llg = common.timed(lambda: LLGuidance(model, path))
+        pre["peers_s"], peers = common.timed(lambda: _peers(model, path))
         table.inputs["setup"][name] = pre
         for gname, text in GRAMMARS.items():
             progress(f"grammars: {name}: {gname}: the walk")
@@ -132,39 +188,39 @@ def grammars_table(tokenizers: list[tuple[str, str, bool]], repeat: int, steps: 
             for t in tokens:
                 state = probe.advance(state, t)
                 depth = max(depth, probe.depth(state))
-            row = {"tokenizer": name, "vocab": model.vocab_size, "grammar": gname, "steps": len(tokens),
-                   "depth": depth}
+            base = {"tokenizer": name, "vocab": model.vocab_size, "grammar": gname, "steps": len(tokens),
+                    "depth": depth}
             excluded = np.zeros(model.vocab_size, bool)
-            excluded[[t for t in (*model.special_ids, *llg_eos(llg)) if t < model.vocab_size]] = True
-            runs = [follow(lambda: tokfst_session(model, text), tokens, excluded) for _ in range(repeat + 1)][1:]
-            cells = _cells([r.mask_ns for r, _ in runs])
-            row.update(first=common.ok([f for _, f in runs]), median=cells["median"], p99=cells["p99"],
-                       growth=common.ratio(cells["tail"], cells["head"]))
-            if llg.missing is None:
-                progress(f"grammars: {name}: {gname}: llguidance")
-                theirs = [follow(lambda: llg.session(llg.llg.LLMatcher.grammar_from_lark(text)), tokens, excluded)
-                          for _ in range(repeat + 1)][1:]
+            eos = [t for engine, _ in peers if engine.missing is None for t in engine.eos]
+            excluded[[t for t in (*model.special_ids, *eos) if t < model.vocab_size]] = True
+            ours = [follow(lambda: tokfst_session(model, text), tokens, excluded) for _ in range(repeat + 1)][1:]
+            mine = {**base, "engine": "tokfst", **_row(tokens, ours)}
+            table.rows.append(mine)
+            for engine, make in peers:
+                row = {**base, "engine": engine.name}
+                table.rows.append(row)
+                if engine.missing is not None:
+                    row["first"] = row["median"] = common.skipped(engine.missing)
+                    continue
+                progress(f"grammars: {name}: {gname}: {engine.name}")
+                theirs = [follow(make(gname), tokens, excluded) for _ in range(repeat + 1)][1:]
                 stop = theirs[0][0].stop
-                if stop is None:
-                    lc = _cells([r.mask_ns for r, _ in theirs])
-                    agree = compare_masks(runs[0][0].masks, theirs[0][0].masks)
-                    row.update(llg_first=common.ok([f for _, f in theirs]), llg_median=lc["median"],
-                               llg_p99=lc["p99"], llg_growth=common.ratio(lc["tail"], lc["head"]),
-                               ratio=common.ratio(cells["median"], lc["median"]),
-                               agree=agree.compared - agree.differing)
-                else:
-                    row.update(llg_first=common.error(stop), llg_median=common.error(stop))
-            else:
-                row["llg_first"] = row["llg_median"] = common.skipped(llg.missing)
-            table.rows.append(row)
+                if stop is not None:
+                    row["first"] = row["median"] = common.error(stop)
+                    continue
+                row.update(_row(tokens, theirs))
+                agree = compare_masks(ours[0][0].masks, theirs[0][0].masks)
+                row.update(first_ratio=common.ratio(mine["first"], row["first"]),
+                           ratio=common.ratio(mine["median"], row["median"]), agree=agree.compared - agree.differing)
     table.notes += [
         f"One process; a walk of up to {steps} tokens led by tokfst's masks (seeded), then per engine {repeat} timed "
         "walks from a fresh matcher after an untimed one; per walk the median and p99 of the mask's time over its "
         "steps and the medians of its first and last 100 steps (last/first 100: the mask's growth with the output), "
-        "medians over the timed walks.",
+        "medians over the timed walks. Ratios tokfst/engine below 1: tokfst faster.",
         "first mask: grammar text to the first mask (tokfst: compile_grammar + PushdownDecoder + bitmask; "
-        "llguidance: grammar_from_lark + LLMatcher + fill). equal masks: steps whose masks are the same, EOS and "
-        "special tokens aside, out of steps + 1.",
+        "llguidance: grammar_from_lark + LLMatcher + fill, with no_forcing; xgrammar: compile_grammar of the GBNF "
+        "text, its cache cleared, + GrammarMatcher + fill). masks equal tokfst's: steps whose masks are the same, "
+        "EOS and special tokens aside, out of steps + 1.",
         "tokfst's masks are made of parts: per PDT state the tokens its frame decides (made with the decoder, "
         "in its first mask), and tail parts for the tokens that pop, resolved against the stack frame by frame; "
         "a state met again is a lookup, a new one an OR of parts, a tail part met for the first time a pass "

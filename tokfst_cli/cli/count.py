@@ -31,8 +31,9 @@ def table(tally: counting.Tally) -> str:
         if a or b:
             rows.append((str(k), str(a), str(b)))
     rows.append(("total", str(sum(seqs)), str(sum(strs))))
-    rows.append(("longest", *("infinite" if x is None else str(x)
-                              for x in (tally.longest_sequence, tally.longest_string))))
+    unknown = f"> {tally.max_len}?" if tally.cut else "infinite"  # a pushdown language cut at --max-len
+    tops = (tally.longest_sequence, tally.longest_string)
+    rows.append(("longest", *(unknown if x is None else str(x) for x in tops)))
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     return "".join(f"{r[0]:<{widths[0]}}  {r[1]:>{widths[1]}}  {r[2]:>{widths[2]}}\n" for r in rows)
 
@@ -51,6 +52,6 @@ def count_cmd(
         model = tokmod.load(tokenizer)
         decoder = constraint.load(artifact, model)
     with OUT.progress("counting"):
-        got = counting.tally(counting.explore(decoder, max_arcs), lexicon(model), max_len, max_states)
+        got = counting.tally_decoder(decoder, lexicon(model), max_len, max_arcs, max_states)
     text = json.dumps(got.to_json()) + "\n" if json_out else table(got)
     OUT.data(out, text.encode("utf-8"))

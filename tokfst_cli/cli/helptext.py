@@ -524,15 +524,20 @@ without it). Rows where both counts are zero are left out of the table; the JSON
 every length.
 
 Factorized artifacts have no arc table: they are expanded through their decoder, state by
-state from the start, into an acceptor of at most --max-arcs arcs (exit 3 past it). The
+state from the start, into an acceptor of at most --max-arcs arcs (exit 3 past it). A
+grammar's pushdown artifact (promote --grammar) needs --max-len: its decoder is expanded
+breadth first to N tokens from the start, which holds every sequence of at most N tokens
+(and every string of at most N bytes), so the counts are exact; whether the language is
+finite and its longest member are then unknown ("> N?"; JSON "finite": null,
+"cut_at_max_len": true) unless a cycle shows it infinite. The
 work is estimated before counting: (states + pairs of states joined by an arc) x (--max-len
 + 1) past 20,000,000 cells is refused (exit 3).
 
 \b
 Output: columns length, sequences, strings; then "total" and "longest" ("infinite" for a
 language with no longest). --json: {"max_len": N or null, "sequences": {"by_length": [...],
-"total": N, "finite": bool, "longest": N or null}, "strings": {... the same}} with integers
-written in full.
+"total": N, "finite": bool, "longest": N or null}, "strings": {... the same},
+"cut_at_max_len": bool} with integers written in full.
 
 \b
 Examples:
@@ -540,6 +545,8 @@ Examples:
   tokfst count gpt2 cities.fst
   tokfst promote gpt2 -e '[0-9]+' digits.fst
   tokfst count gpt2 digits.fst --max-len 12 --json
+  tokfst promote gpt2 --grammar examples/arith.lark arith.fst
+  tokfst count gpt2 arith.fst --max-len 2
 """
 
 ENCODE = """\
