@@ -378,10 +378,11 @@ terminals  per --tokenizer and pattern (default: five wildcard patterns; or -e,
            the largest state, states of 10^4+ arcs, the most arcs of a terminals state
            whose expanded twin has 10^4+, index export, decoder load, mask at fresh states.
 grammars   per --tokenizer and self-embedding grammar (arithmetic, S-expressions, JSON; Lark
-           text both engines read): a --steps token walk [1000] led by tokfst's masks, then
-           tokfst's pushdown decoder and llguidance along it from fresh matchers: first mask
-           (grammar text to mask), mask median and p99, last/first 100 steps (growth with
-           the output), masks compared at every step.
+           text for tokfst and llguidance, the same language in GBNF for xgrammar): a
+           --steps token walk [1000] led by tokfst's masks, then tokfst's pushdown decoder,
+           llguidance (no_forcing) and xgrammar along it from fresh matchers, a row each:
+           first mask (grammar text to mask), mask median and p99, last/first 100 steps
+           (growth with the output), ratios to tokfst, masks compared at every step.
 batch      compile-batch on --batch-inputs small regexes [1000], the first --tokenizer:
            in-process compiles, the local pool with one worker and with two (overhead per
            input, speed-up), a rerun with every result kept, a promote process per input
