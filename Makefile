@@ -50,7 +50,7 @@ demo: setup
 # `tokfst` process the tests start would compile tokfst_cli again (about 0.15 s each).
 test: system-deps $(BIN)/.installed-hf lint
 	$(BIN)/python -m compileall -q tokfst_cli >/dev/null
-	$(BIN)/python -m pytest -q -n 2 --dist worksteal -m 'not wallclock'
+	$(BIN)/python -m pytest -q -n 2 --dist worksteal -m 'not wallclock' --durations=25
 	$(BIN)/python -m pytest -q -n 2 --dist load -m wallclock
 
 test-thorough: system-deps $(BIN)/.installed-hf lint
