@@ -234,7 +234,8 @@ def test_cli_count(tokenizer, artifacts):
     r = run("count", "gpt2", artifacts / "cities.fst", "--json")
     assert r.rc == 0 and r.err == b""
     obj = json.loads(r.stdout)
-    assert set(obj) == {"max_len", "sequences", "strings"} and obj["max_len"] is None
+    assert set(obj) == {"max_len", "sequences", "strings", "cut_at_max_len"} and obj["max_len"] is None
+    assert obj["cut_at_max_len"] is False  # a finite automaton is counted whole
     for part in ("sequences", "strings"):
         assert set(obj[part]) == {"by_length", "total", "finite", "longest"} and obj[part]["finite"]
         assert all(type(x) is int for x in obj[part]["by_length"]) and obj[part]["total"] == sum(obj[part]["by_length"])

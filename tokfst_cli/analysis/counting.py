@@ -320,8 +320,8 @@ def tally_decoder(decoder, lexicon: pynini.Fst, max_len: int | None = None, max_
         return tally(explore(decoder, max_arcs), lexicon, max_len, max_states)
     if max_len is None:
         raise InputError(f"{decoder.pdt.pattern} is a pushdown automaton: its decoder states are unbounded",
-                         "bound the length (--max-len N): sequences up to N tokens are counted exactly",
-                         hint="grammar-pushdown")
+                         "bound the length (max_len): sequences up to that many tokens are counted exactly",
+                         hint="count-pushdown")
     fst, cut = explore_within(decoder, max_len, max_arcs)
     got = tally(fst, lexicon, max_len, max_states)
     if cut and got.longest_sequence is not None:  # an acyclic part of an unknown whole (a cycle: infinite)
@@ -357,8 +357,8 @@ def explore(decoder, max_arcs: int = MAX_ARCS) -> pynini.Fst:
 
     if isinstance(decoder, PushdownDecoder):
         raise InputError(f"{decoder.pdt.pattern} is a pushdown automaton: its token sequences are not a finite "
-                         "automaton to inspect", "sample it (tokfst sample), or count it up to a length "
-                         "(tokfst count --max-len N)", hint="grammar-pushdown")
+                         "automaton to inspect", "sample it (tokfst sample), or count it up to a length (tokfst count)",
+                         hint="grammar-pushdown")
     if getattr(decoder, "terminals", None):
         pass
     elif isinstance(decoder, FstDecoder):
