@@ -100,3 +100,25 @@ def test_cli_counts_a_pdt_and_needs_max_len(tmp_path):
     assert doc["cut_at_max_len"] is True and doc["strings"]["by_length"] == [0, 1, 0, 1, 0, 1]
     r = run("count", "gpt2", fst, "--max-len", "5")
     assert r.rc == 0 and r.stdout.splitlines()[-1].split() == ["longest", ">", "5?", ">", "5?"]
+
+
+def test_inspect_a_pdt_within_max_len(tmp_path, tokenizer):
+    """``tokfst inspect`` of a grammar's PDT: refused without --max-len; with it, the structure of
+    the decoder's states within N tokens, the same acceptor ``count`` counts."""
+    from tokfst_cli.analysis import inspection
+
+    g = tmp_path / "nest.lark"
+    g.write_text(GRAMMARS["nest"][0])
+    fst = tmp_path / "nest.fst"
+    assert run("promote", "gpt2", "--grammar", g, fst).rc == 0
+    r = run("inspect", "gpt2", fst)
+    assert r.rc == 2 and "--max-len" in r.stderr and len(r.stderr.splitlines()) == 1
+    r = run("inspect", "gpt2", fst, "--max-len", "4", "--json")
+    assert r.rc == 0, r.stderr
+    doc = json.loads(r.stdout)
+    acc, cut = counting.acceptor(PushdownDecoder(tokenizer("gpt2"), compile_grammar(GRAMMARS["nest"][0], "lark")),
+                                 max_len=4)
+    assert cut and doc["within_tokens"] == 4 and doc["automata"]["artifact"] == inspection.structure(acc)
+    assert doc["automata"]["artifact"]["finals"] > 0
+    r = run("inspect", "gpt2", fst, "--max-len", "4")
+    assert r.rc == 0 and r.stdout.splitlines()[-1] == "pushdown: the decoder's states within 4 tokens of the start"

@@ -307,22 +307,28 @@ class Tally:
                 "strings": part(self.strings, self.longest_string), "cut_at_max_len": self.cut}
 
 
-def tally_decoder(decoder, lexicon: pynini.Fst, max_len: int | None = None, max_arcs: int = MAX_ARCS,
-                  max_states: int = 1_000_000) -> Tally:
-    """:func:`tally` of any decoder's language: :func:`explore`'s acceptor or, for a pushdown
-    grammar (whose states are unbounded), its states within ``max_len`` tokens of the start
-    (:func:`explore_within`): every sequence of at most ``max_len`` tokens, and so every string of
-    at most ``max_len`` bytes, is on that acceptor, so the counts up to ``max_len`` are exact; where
-    the exploration was cut, whether the language is finite and its longest member are not known."""
+def acceptor(decoder, max_arcs: int = MAX_ARCS, max_len: int | None = None) -> tuple[pynini.Fst, bool]:
+    """Any decoder's language as an acceptor: :func:`explore`'s (the whole; False), or for a pushdown
+    grammar, whose states are unbounded, its states within ``max_len`` tokens (:func:`explore_within`;
+    True where that cut it): every sequence of at most ``max_len`` tokens, and so every string of at
+    most ``max_len`` bytes, is on it."""
     from tokfst_cli.promotion.stack import PushdownDecoder  # deferred: start-up: only this path needs it
 
     if not isinstance(decoder, PushdownDecoder):
-        return tally(explore(decoder, max_arcs), lexicon, max_len, max_states)
+        return explore(decoder, max_arcs), False
     if max_len is None:
         raise InputError(f"{decoder.pdt.pattern} is a pushdown automaton: its decoder states are unbounded",
-                         "bound the length (max_len): sequences up to that many tokens are counted exactly",
-                         hint="count-pushdown")
-    fst, cut = explore_within(decoder, max_len, max_arcs)
+                         "bound the length (max_len): the states within that many tokens are explored",
+                         hint="pushdown-max-len")
+    return explore_within(decoder, max_len, max_arcs)
+
+
+def tally_decoder(decoder, lexicon: pynini.Fst, max_len: int | None = None, max_arcs: int = MAX_ARCS,
+                  max_states: int = 1_000_000) -> Tally:
+    """:func:`tally` of :func:`acceptor`'s acceptor: exact up to ``max_len``; where a pushdown
+    grammar's exploration was cut and closed no cycle, whether the language is finite and its
+    longest member are not known."""
+    fst, cut = acceptor(decoder, max_arcs, max_len)
     got = tally(fst, lexicon, max_len, max_states)
     if cut and got.longest_sequence is not None:  # an acyclic part of an unknown whole (a cycle: infinite)
         got.cut, got.longest_sequence, got.longest_string = True, None, None
@@ -357,7 +363,7 @@ def explore(decoder, max_arcs: int = MAX_ARCS) -> pynini.Fst:
 
     if isinstance(decoder, PushdownDecoder):
         raise InputError(f"{decoder.pdt.pattern} is a pushdown automaton: its token sequences are not a finite "
-                         "automaton to inspect", "sample it (tokfst sample), or count it up to a length (tokfst count)",
+                         "automaton", "sample it (tokfst sample), or count or inspect it up to a length (max_len)",
                          hint="grammar-pushdown")
     if getattr(decoder, "terminals", None):
         pass

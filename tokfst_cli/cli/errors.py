@@ -104,7 +104,7 @@ HINTS = {
     "vocab": "e.g. --vocab a,b,ab",
     # count, sample --uniform, inspect
     "count-infinite": "give --max-len N",
-    "count-pushdown": "give --max-len N: sequences of up to N tokens are counted exactly",
+    "pushdown-max-len": "give --max-len N: the decoder's states within N tokens of the start are explored",
     "sample-no-string": "raise --max-len, or check the artifact",
     "sample-max-len": "bound paths with --max-tokens, or add --uniform strings",
     "inspect-no-string": "raise --max-len",

@@ -591,6 +591,8 @@ With ARTIFACT (any artifact of tokfst promote; factorized ones are expanded up t
 is refused naming its kind, exit 2): states, arcs, final states; coalescence: the distinct masks
 (allowed-token sets), the states sharing their mask with another state, single-token
 states (one allowed token: the model need not be called) and final states with no token.
+A grammar's pushdown artifact (promote --grammar) has unbounded decoder states: with
+--max-len N its states within N tokens of the start are inspected (said below the table).
 
 With -e REGEX or -f FILE (BPE tokenizers; then the one argument after TOKENIZER is OUT):
 two automata are built and reported side by side:

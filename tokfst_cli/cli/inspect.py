@@ -39,6 +39,8 @@ def render(report: dict) -> str:
                      f"among {report['strings']:,}; {report['steps']:,} decoding steps")
         lines.append(f"non-canonical first tokens: {first['noncanonical']:,} of the agnostic automaton's "
                      f"{first['agnostic']:,} ({first['share']:.1%})")
+    if "within_tokens" in report:
+        lines.append(f"pushdown: the decoder's states within {report['within_tokens']} tokens of the start")
     return "".join(line + "\n" for line in lines)
 
 
@@ -54,7 +56,8 @@ def inspect_cmd(
     samples: int = typer.Option(inspection.SAMPLES, "--samples", min=1, metavar="N", help="Texts to draw."),
     seed: int = typer.Option(0, "--seed", min=0, metavar="S", help="Seed of the draws."),
     max_len: Optional[int] = typer.Option(None, "--max-len", min=0, metavar="N",
-                                          help="Draw texts of at most N bytes (needed for an infinite language)."),
+                                          help="Draw texts of at most N bytes (needed for an infinite language); a "
+                                               "grammar's pushdown ARTIFACT: its decoder's states within N tokens."),
     json_out: bool = typer.Option(False, "--json", help="One JSON object."),
     max_arcs: int = MaxArcs,
     max_states: int = MaxStates,
@@ -75,6 +78,8 @@ def inspect_cmd(
     else:
         with OUT.progress("loading"):
             model = tokmod.load(tokenizer)
-            fst = counting.explore(constraint.load(artifact, model), max_arcs)
+            fst, cut = counting.acceptor(constraint.load(artifact, model), max_arcs, max_len)
         report = {"artifact": artifact, "automata": {"artifact": inspection.structure(fst)}}
+        if cut:  # a grammar's pushdown artifact: its states within --max-len tokens
+            report["within_tokens"] = max_len
     OUT.data(out, (json.dumps(report, ensure_ascii=False) + "\n" if json_out else render(report)).encode("utf-8"))
