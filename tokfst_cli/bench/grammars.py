@@ -65,9 +65,9 @@ NUMBER: /-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/
 
 GRAMMARS = {"arith": ARITH, "sexp": SEXP, "json": JSON}
 
-# The same languages in GBNF, xgrammar's input (left recursion written as repetition: xgrammar's
-# Earley parser takes either, and the repetition is its idiom); tests/grammar check that tokfst
-# compiles each to the same masks as its Lark text.
+# The same languages in GBNF, xgrammar's input (left recursion written as repetition, the idiom
+# GBNF grammars use; left recursion has been reported to loop in xgrammar, its issue #126);
+# tests/grammar check that tokfst compiles each to the same masks as its Lark text.
 GBNF = {
     "arith": r"""
 root ::= expr
@@ -157,7 +157,7 @@ def _peers(model, path: str) -> list:
     return [(llg, llg_make), (xgr, xgr_make)]
 
 
-def _row(tokens: list[int], runs: list) -> dict:
+def _row(runs: list) -> dict:
     """The timing cells of one engine's timed walks (``follow``'s results)."""
     cells = _cells([r.mask_ns for r, _ in runs])
     return {"first": common.ok([f for _, f in runs]), "median": cells["median"], "p99": cells["p99"],
@@ -194,7 +194,7 @@ def grammars_table(tokenizers: list[tuple[str, str, bool]], repeat: int, steps: 
             eos = [t for engine, _ in peers if engine.missing is None for t in engine.eos]
             excluded[[t for t in (*model.special_ids, *eos) if t < model.vocab_size]] = True
             ours = [follow(lambda: tokfst_session(model, text), tokens, excluded) for _ in range(repeat + 1)][1:]
-            mine = {**base, "engine": "tokfst", **_row(tokens, ours)}
+            mine = {**base, "engine": "tokfst", **_row(ours)}
             table.rows.append(mine)
             for engine, make in peers:
                 row = {**base, "engine": engine.name}
@@ -208,7 +208,7 @@ def grammars_table(tokenizers: list[tuple[str, str, bool]], repeat: int, steps: 
                 if stop is not None:
                     row["first"] = row["median"] = common.error(stop)
                     continue
-                row.update(_row(tokens, theirs))
+                row.update(_row(theirs))
                 agree = compare_masks(ours[0][0].masks, theirs[0][0].masks)
                 row.update(first_ratio=common.ratio(mine["first"], row["first"]),
                            ratio=common.ratio(mine["median"], row["median"]), agree=agree.compared - agree.differing)
