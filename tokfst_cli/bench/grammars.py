@@ -66,8 +66,8 @@ NUMBER: /-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/
 GRAMMARS = {"arith": ARITH, "sexp": SEXP, "json": JSON}
 
 # The same languages in GBNF, xgrammar's input (left recursion written as repetition, the idiom
-# GBNF grammars use; left recursion has been reported to loop in xgrammar, its issue #126);
-# tests/grammar check that tokfst compiles each to the same masks as its Lark text.
+# GBNF grammars use; xgrammar's users have reported left recursion looping); tests/grammar check
+# that tokfst compiles each to the same masks as its Lark text.
 GBNF = {
     "arith": r"""
 root ::= expr
