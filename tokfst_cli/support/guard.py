@@ -456,7 +456,9 @@ def run(fn: Callable[[], int], timeout: float | None = None, max_memory: int | N
                 elif state["kill_at"] is not None and now >= state["kill_at"]:
                     state["killed"] = "signal"
                 if state["killed"]:
-                    for p in (*_descendants(pid), pid):  # its own children first (Graphviz's dot): no orphans
+                    # the child first, then what it started (Graphviz's dot), listed while the child lives:
+                    # no orphans, and no child that sees its own child die and exits 0 before its kill lands
+                    for p in (pid, *_descendants(pid)):
                         with contextlib.suppress(OSError):
                             os.kill(p, signal.SIGKILL)
             time.sleep(_POLL)
