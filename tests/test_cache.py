@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pynini
 
-from tokfst_cli.automata.fst_io import cached_fst, fst_bytes
+from tokfst_cli.automata.fst_io import CACHE_VERSION, cached_fst, fst_bytes
 from tokfst_cli.support import cache
 from tokfst_cli.support.files import seal, unseal
 
@@ -50,7 +50,7 @@ def test_a_damaged_fst_entry_is_rebuilt(tmp_path, monkeypatch):
         return pynini.accep("abc")
 
     f = cached_fst("lexicon-" + FP, build)
-    path = tmp_path / f"v1-lexicon-{FP}.fst"
+    path = tmp_path / f"v{CACHE_VERSION}-lexicon-{FP}.fst"
     assert path.exists() and len(built) == 1
     assert tool("fstinfo", path).returncode == 0  # a sealed entry is still an OpenFst file
     assert pynini.equal(cached_fst("lexicon-" + FP, build), f) and len(built) == 1
@@ -75,7 +75,7 @@ def test_entries_read_once_per_process_and_again_when_rewritten(tmp_path, monkey
     again = cached_fst(name, lambda: built.append(1) or pynini.accep("abc"))
     assert len(built) == 1 and len(reads) == 1  # the miss only
     assert pynini.equal(again, pynini.accep("abc"))
-    path = tmp_path / f"v1-{name}.fst"
+    path = tmp_path / f"v{CACHE_VERSION}-{name}.fst"
     other = fst_bytes(pynini.accep("xy"))
     time.sleep(0.01)
     path.write_bytes(other)  # another process rewrote the entry

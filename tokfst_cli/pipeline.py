@@ -179,15 +179,23 @@ def preprocess(model: TokenizerModel, automaton: ByteAutomaton, canonical: bool 
     from tokfst_cli.pretok import unknown  # deferred: start-up: only this path needs it
 
     if level == "pipeline":
-        from tokfst_cli.pretok import added, build, image  # deferred: start-up: only this path needs it
+        from tokfst_cli.pretok import added, build, cut, image  # deferred: start-up: only this path needs it
 
         p = image.for_model(model, cache)
-        added.check(model, automaton.fst, build.normalizer(model.normalizer) if added.contents(model, True) else None)
-        text = image.language(automaton.fst, p, limits.max_states, image.domain(model))
-    else:
-        text = automaton.fst
-    unknown.check(model, text)
-    return text
+        found = cut.occurring(automaton.fst, cut.cuttable(model))  # non-special added tokens HF cuts out
+        added.check(model, automaton.fst, build.normalizer(model.normalizer) if added.contents(model, True) else None,
+                    modelled=set(found))
+        if found:
+            domain = image.domain(model)
+            if domain is not None:
+                image.check_domain(automaton.fst, domain)
+            text = cut.language(model, automaton.fst, p, found, limits.max_states)
+        else:
+            text = image.language(automaton.fst, p, limits.max_states, image.domain(model))
+        unknown.check(model, cut.without_cuts(text))
+        return text
+    unknown.check(model, automaton.fst)
+    return automaton.fst
 
 
 def promote(model: TokenizerModel, automaton: ByteAutomaton, limits: Limits = Limits(),
@@ -296,14 +304,25 @@ def _canonicalize_pretokenized(model: TokenizerModel, marked: pynini.Fst, imp, m
                              "use method implicit for this tokenizer", hint="precomputed-ignore-merges")
         result.fst = intersect_marked(marked, explicit_automaton(imp, model, max_arcs=limits.max_arcs), marker)
     else:
+        def materialize() -> pynini.Fst:
+            try:
+                return pretokenized.materialize(marked, imp, marker, max_arcs=limits.max_arcs)
+            except LimitError as e:  # with cut added tokens there is no factorized form to point to
+                raise (e.with_remedy("simplify") if e.remedy == "factorized" and _cuts_in(marked, marker) else e) \
+                    from None
+
         _materialized_or_factorized(
-            result, lambda: pretokenized.materialize(marked, imp, marker, max_arcs=limits.max_arcs),
-            lambda: _factorized_pair(pretokenized.factorize(marked, imp, count), result.pattern),
+            result, materialize, lambda: _factorized_pair(pretokenized.factorize(marked, imp, count), result.pattern),
             factorized_ok)
     if result.fst is not None:
         table = token_table(model)
         result.fst.set_input_symbols(table).set_output_symbols(table)
     return result
+
+
+def _cuts_in(marked: pynini.Fst, marker: int) -> bool:
+    """Does S_M carry cut added tokens (labels past the boundary's, ``pretok.cut``)?"""
+    return any(arc.ilabel > marker for s in marked.states() for arc in marked.arcs(s))
 
 
 def canonicalize_maxmatch(model: TokenizerModel, automaton: ByteAutomaton, text: pynini.Fst, method: str,
@@ -409,6 +428,8 @@ def build(model: TokenizerModel | str | Any, pattern: str, *, canonical: bool = 
             raise InputError(f"special_text {special_text!r} is not known", "give exclude or refuse")
     with stage("P: preprocessing"):
         text = preprocess(model, a, canonical, limits, level, cache)
+        if marked:
+            lex, factorized_ok = _with_cuts(model, text, method, filters, cache, factorized_ok)
     others = replace(filters, max_tokens=None)  # max_tokens: on the result, kept as S and N (_count_tokens)
     pending = filters.max_tokens is not None
     if maxmatch:
@@ -445,6 +466,26 @@ def build(model: TokenizerModel | str | Any, pattern: str, *, canonical: bool = 
             result.healing = healing.settle(result, prompt)
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _with_cuts(model: TokenizerModel, text: pynini.Fst, method: str, filters: Filters, cache: bool,
+               factorized_ok: bool) -> tuple[pynini.Fst | None, bool]:
+    """Where Y holds cut added tokens (``pretok.cut``): T_M with their root arcs, and no factorized
+    form (its decoders do not model them); refused with the options that do not model them either."""
+    from tokfst_cli.pretok import cut  # deferred: start-up: only this path needs it
+
+    ids = cut.cut_labels(text)
+    if not ids:
+        return None, factorized_ok
+    what = ("method precomputed" if method == "precomputed" else "token filters" if filters.token_level()
+            else None)
+    if what is not None:
+        raise InputError(f"{what} cannot be combined with the added token {model.tokens[ids[0]]!r} this regex "
+                         "can match", "use the default method and no token filters, or exclude that text",
+                         hint="added-token-options", what=what)
+    from tokfst_cli.promotion.lexicon import lexicon  # deferred: start-up: only this path needs it
+
+    return cut.lexicon_with_cuts(lexicon(model, cache=cache, marked=True), ids, model.vocab_size), False
 
 
 SPECIAL_TEXT = ("exclude", "refuse")

@@ -84,7 +84,7 @@ def test_cache_list_and_clear(monkeypatch, tmp_path, small):
     rows = [line.split() for line in r.stdout.splitlines()[1:]]
     assert sorted(k for _, k, _, _ in rows) == ["bpe", "bpe-classes", "lexicon"] and all(v == "yes" for *_, v in rows)
     assert "3 entries" in r.stderr
-    lexicon = next(root.glob("v1-lexicon-*.fst"))
+    lexicon = next(root.glob("v2-lexicon-*.fst"))
     lexicon.write_bytes(lexicon.read_bytes()[:-1])
     doc = json.loads(run("cache", "list", "--json").stdout)
     assert doc["location"] == str(root)

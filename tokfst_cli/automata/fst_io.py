@@ -16,7 +16,6 @@ from tokfst_cli.errors import InputError
 from tokfst_cli.support import cache
 from tokfst_cli.support.cache import cache_dir
 from tokfst_cli.support.files import (
-    FORMAT_VERSION,
     cut_seal,
     quiet_native_stderr,
     read_input,
@@ -175,6 +174,9 @@ _LOADED: OrderedDict[tuple, pynini.Fst] = OrderedDict()  # cache file identity -
 LOADED_MAX = 8
 
 
+CACHE_VERSION = 2  # of cached automata, bumped when what is made of a tokenizer changes (2: non-special added tokens)
+
+
 def cached_fst(name: str, build: Callable[[], pynini.Fst]) -> pynini.Fst:
     """Load ``name`` from the cache, or build it and store it (a damaged entry is rebuilt).
 
@@ -182,7 +184,7 @@ def cached_fst(name: str, build: Callable[[], pynini.Fst]) -> pynini.Fst:
     file's identity (path, inode, size, mtime): a process that builds many constraints reads T
     once (GPT-2's: 80 ms), and an entry replaced, damaged or cleared on disk is read again. The
     caller gets a copy (OpenFst's copy-on-write: 1 µs), so mutating it leaves the memo intact."""
-    path = cache_dir() / f"v{FORMAT_VERSION}-{name}.fst"
+    path = cache_dir() / f"v{CACHE_VERSION}-{name}.fst"
     key = cache.identity(path)
     if key in _LOADED:
         _LOADED.move_to_end(key)

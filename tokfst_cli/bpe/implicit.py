@@ -50,7 +50,8 @@ from tokfst_cli.support.files import pack, read_artifact, unpack
 from tokfst_cli.tokenizer.model import TokenizerModel, model_text
 
 FORMAT = "tokfst-implicit-bpe"
-VERSION = 2  # 2: no exact-pair array; non-monotone tokens have spine positions and rectangles of their own
+VERSION = 3  # 2: no exact-pair array; non-monotone tokens have spine positions and rectangles of their own;
+#  3: non-special added tokens are ordinary tokens
 MAGIC = b"TOKFSTBPE\0"
 ARRAYS = ("allowed", "alone", "fb_byte", "may_start", "may_end", "may_continue", "may_follow",
           "monotone", "rpos", "lorder", "boxes", "fb_delta", "fb_final")

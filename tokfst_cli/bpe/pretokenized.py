@@ -28,7 +28,7 @@ from tokfst_cli.bpe.counted import counted
 from tokfst_cli.bpe.implicit import ImplicitBpe
 from tokfst_cli.bpe.liveness import compute
 from tokfst_cli.bpe.product import is_member, sorted_arcs_reader
-from tokfst_cli.bpe.word import START, Word
+from tokfst_cli.bpe.word import DEAD, START, WHOLE, Word
 from tokfst_cli.decoding.matcher import Steps, check_state, token_id, unpack
 from tokfst_cli.errors import DisallowedTokenError, EmptyLanguageError, ForeignStateError, LimitError
 
@@ -39,6 +39,8 @@ def materialize(marked: pynini.Fst, imp: ImplicitBpe, marker: int, max_arcs: int
     """MIN(DET(erase boundary(S_M x A_BPE per word))); LimitError past ``max_arcs`` product arcs.
 
     ``marker`` is the boundary's token label (``lexicon.marker_label``); S_M's arcs carry id + 1.
+    A label past it is a cut added token (``pretok.cut.cut_token``): taken only as a whole word,
+    written as the added token's id.
     Product states are numbered by one int64 key (p, class, fallback state, trie node), so each
     state's successors are found with numpy; arcs are built in bulk at the end.
     """
@@ -65,11 +67,18 @@ def materialize(marked: pynini.Fst, imp: ImplicitBpe, marker: int, max_arcs: int
         p, c, fb, node = member(order[i])
         labels, targets = arcs(p)
         keys = np.zeros(0, np.int64)
+        if len(labels) and labels[-1] > bound:  # cut added tokens (``pretok.cut``): a whole word each
+            cut = labels > bound
+            if c == START:
+                src_l.append(np.full(int(cut.sum()), i))
+                lab_l.append(labels[cut] - bound - 1)  # the added token's id
+                keys = key(targets[cut], WHOLE, 0, DEAD)
+            labels, targets = labels[~cut], targets[~cut]
         if len(labels) and labels[-1] == bound:
             if word.ends(c, fb, node):
                 src_l.append(np.array([i]))
                 lab_l.append(np.array([-1]))  # epsilon once shifted by one
-                keys = np.array([key(int(targets[-1]), START, 0, 0)], np.int64)
+                keys = np.concatenate([keys, np.array([key(int(targets[-1]), START, 0, 0)], np.int64)])
             labels, targets = labels[:-1], targets[:-1]
         if len(labels):
             keep = word.allowed(c, fb)[labels]

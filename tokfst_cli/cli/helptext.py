@@ -58,8 +58,10 @@ A regex file holds one pattern; one trailing newline is dropped.
 BPE (--level pipeline, the default): what encode(text, add_special_tokens=False) gives:
 the regex's text goes through the tokenizer's normalizer and pre-tokenizer (stage P,
 built from tokenizer.json; unmodelled components are refused by name), then the product
-with the canonical BPE automaton (see compile-bpe) restarted at every pre-token boundary;
-a regex that can contain an added token's text is refused. --level model: the BPE model
+with the canonical BPE automaton (see compile-bpe) restarted at every pre-token boundary.
+Added tokens are cut out of the text first, as encode does: a special one's text is left
+out of the language (--special-text); a non-special one (Gemma-3's "\\n", "\\t", "▁▁") is a
+pre-token of its own, and P restarts after it. --level model: the BPE model
 alone on the text as one pre-token (the paper's setting). WordPiece: the
 regex's text first goes through the tokenizer's normalizer and pre-tokenizer, as in HF
 (BertNormalizer, Lowercase, BertPreTokenizer, WhitespaceSplit; other configurations are

@@ -81,11 +81,13 @@ def _contains(a: pynini.Fst, texts: list[str]) -> bool:
     return hits.connect().num_states() > 0
 
 
-def check(model: TokenizerModel, a: pynini.Fst, normalizer: pynini.Fst | None = None, model_level: bool = True) -> None:
+def check(model: TokenizerModel, a: pynini.Fst, normalizer: pynini.Fst | None = None, model_level: bool = True,
+          modelled: set[bytes] = frozenset()) -> None:
     """AddedTokenInLanguage when some string of L(a) (raw, or normalized by ``normalizer`` for
-    ``normalized: true`` tokens) contains an added token's content."""
+    ``normalized: true`` tokens) contains an added token's content, other than the ``modelled``
+    ones (UTF-8; the cuts ``pretok.cut`` models)."""
     for normalized in (False, True):
-        texts = contents(model, normalized)
+        texts = [t for t in contents(model, normalized) if t.encode("utf-8") not in modelled]
         if not texts:
             continue
         lang = a

@@ -65,7 +65,8 @@ class TokenizerModel:
     merges: list[tuple[int, int]] = field(default_factory=list)  # BPE, in rank order
     merge_new: list[int] = field(default_factory=list)  # BPE: the token each merge makes (empty: not known)
     options: dict[str, Any] = field(default_factory=dict)
-    special_ids: frozenset[int] = frozenset()
+    special_ids: frozenset[int] = frozenset()  # the special added tokens (control tokens, not text)
+    outside_vocab: frozenset[int] = frozenset()  # non-special added tokens the BPE model cannot make
     normalizer: Any = None
     pre_tokenizer: Any = None
     fingerprint: str = ""
@@ -96,12 +97,14 @@ class TokenizerModel:
         the surface; SentencePiece-style: "▁" stays "▁" (the decoder, not the model, makes it a
         space); a byte-fallback token ``<0xNN>`` is byte NN."""
         if self.style != "sentencepiece":
-            return self.lexicon_items()
+            return [(i, s) for i, s in self.lexicon_items() if i not in self.outside_vocab]
         fb = bool(self.options.get("byte_fallback"))
         prefix = self.options.get("continuing_subword_prefix") or ""
         suffix = self.options.get("end_of_word_suffix") or ""
         out = []
         for i, s in self.lexicon_items():
+            if i in self.outside_vocab:
+                continue
             text = strip_markers(self.tokens[i], prefix, suffix)[0]
             out.append((i, _surface(text, "plain", fb)))
         return out
@@ -206,7 +209,7 @@ def _kept(text: str) -> Path:
 
 
 KEPT_FROM = 1 << 18  # tokenizer.json files from this size are kept read in the cache (by their bytes)
-KEPT_FORMAT = 1
+KEPT_FORMAT = 2
 
 
 def _load_file(path: Path) -> TokenizerModel:
@@ -493,11 +496,18 @@ def from_json(data: dict, source: str = "<json>") -> TokenizerModel:
     for tok, i in vocab.items():
         tokens[i] = tok
 
+    # Added tokens (HF's AddedVocabulary): a *special* one is a control token, left out of the
+    # automata; a non-special one is text, spelled by its content as HF's decoder prints it, and
+    # the BPE model makes it when it is in the vocabulary (Gemma-3's "▁▁", "\n"), never otherwise.
     added = data.get("added_tokens") or []
     special: set[int] = set()
+    outside: set[int] = set()
     for a in added:
         aid = a["id"]
-        special.add(aid)
+        if a.get("special"):
+            special.add(aid)
+        elif aid >= len(tokens) or tokens[aid] != a["content"]:
+            outside.add(aid)
         if aid >= len(tokens):
             tokens.extend([""] * (aid + 1 - len(tokens)))
             tokens[aid] = a["content"]
@@ -532,6 +542,8 @@ def from_json(data: dict, source: str = "<json>") -> TokenizerModel:
     for i, tok in enumerate(tokens):
         text, inner, _ = strip_markers(tok, prefix, suffix)
         s = None if (i in special or not tok) else _surface(text, style, byte_fallback)
+        if s is None and i in outside and style == "byte-level":
+            s = tok.encode("utf-8")  # HF's ByteLevel decoder prints such a token as it is
         surfaces.append(s or None)
         internal.append(inner)
 
@@ -545,6 +557,7 @@ def from_json(data: dict, source: str = "<json>") -> TokenizerModel:
         merge_new=merge_new,
         options=options,
         special_ids=frozenset(special),
+        outside_vocab=frozenset(outside),
         normalizer=data.get("normalizer"),
         pre_tokenizer=data.get("pre_tokenizer"),
         fingerprint=fingerprint_of(data),

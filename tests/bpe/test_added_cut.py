@@ -1,0 +1,154 @@
+"""Non-special added tokens as HF treats them (``pretok.cut``), against ``encode(text).ids``.
+
+Tokenizers trained here under a family's blocks (``pipelines.CONFIGS``) get non-special added
+tokens of the kinds real ones ship: Gemma-3's runs of newlines, tabs and "▁" and its
+``<unusedN>`` (in the vocabulary), Qwen's ``<tool_call>`` (outside it), and texts after which
+Llama-2's Prepend normalizer runs again. On finite languages the canonical automaton's paths
+are exactly {encode(s) : s in L}; agnostic promotion spells an added token by its content.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+
+import pynini
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tokenizers import AddedToken, Tokenizer
+
+from tokfst_cli import pipeline
+from tokfst_cli.errors import InputError, LimitError
+from tokfst_cli.pretok import cut
+from tokfst_cli.text.regex import compile_regex
+from tokfst_cli.tokenizer.model import from_json
+
+from ..runner import run
+from . import pipelines as pl
+from .test_pretokenized import paths, strings
+
+ADDED = {
+    "gemma": ["\n", "\n\n", "\n\n\n", "\t", "\t\t", "▁▁", "▁▁▁", "<unused0>", "<unused1>", "<unused12>"],
+    "llama2": ["\n", "<tool>", "ab"],
+    "qwen": ["<tool_call>", "</tool_call>", "\n\n", "ab"],
+}
+PIECES = {  # what the drawn regexes are made of, per configuration
+    "gemma": ["a", "b", "x", " ", "  ", "\n", "\t", "▁", "<unused1", ">", "2"],
+    "llama2": ["a", "b", " ", "\n", "<tool>", "<tool"],
+    "qwen": ["a", "b", " ", "\n", "<tool_call>", "</tool_call>", "_call>"],
+}
+
+
+@lru_cache(maxsize=None)
+def tokenizer(name: str):
+    """(path, HF Tokenizer, TokenizerModel): ``pipelines.trained(name)`` with ADDED[name] added as
+    non-special tokens matched on the raw text (an id of its own where the content is no token)."""
+    path, hf = pl.trained(name)
+    hf = Tokenizer.from_str(hf.to_str())
+    hf.add_tokens([AddedToken(t, normalized=False, special=False) for t in ADDED[name]])
+    out = path.with_name(f"{path.stem}-added.json")
+    out.write_text(hf.to_str())
+    return out, hf, from_json(json.loads(out.read_text()), str(out))
+
+
+def escape(text: str) -> str:
+    return "".join({"\n": r"\n", "\t": r"\t", " ": r"\x20"}.get(c, "\\" + c if c in "()[]{}|*+?.\\^$" else c)
+                   for c in text)
+
+
+def regexes(name: str):
+    """Finite regexes: 1-3 branches of 1-4 pieces, each piece optional or not."""
+    piece = st.tuples(st.sampled_from(PIECES[name]), st.booleans()).map(
+        lambda p: f"(?:{escape(p[0])})?" if p[1] else f"(?:{escape(p[0])})")
+    branch = st.lists(piece, min_size=1, max_size=4).map("".join)
+    return st.lists(branch, min_size=1, max_size=3).map("|".join)
+
+
+def exact(name: str, pattern: str) -> None:
+    _, hf, model = tokenizer(name)
+    result = pipeline.build(model, pattern, canonical=True)
+    want = {tuple(hf.encode(s.decode("utf-8"), add_special_tokens=False).ids)
+            for s in strings(compile_regex(pattern).fst)}
+    assert paths(result.fst) == want, pattern
+
+
+@pytest.mark.parametrize("name", list(ADDED))
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_canonical_paths_are_exactly_encode(name, data):
+    exact(name, data.draw(regexes(name)))
+
+
+@pytest.mark.parametrize("name, pattern", [
+    ("gemma", "( {1,3}a|a {2,3}b)"),  # HF: ["▁▁", "a"], ["a", "▁▁", "b"]: "▁▁" made by the model's merges
+    ("gemma", r"(a|b)\n{1,4}(c|\t{1,3}d)"),  # longest cut first: "\n\n\n" then "\n"
+    ("gemma", "(<unused1>|<unused12>|<unused13>)x?"),  # "<unused13" is held back, then spelled as text
+    ("llama2", r"a\nb|\n a|<tool>(a|<tool>)"),  # Prepend's "▁" again on every segment, none on an empty one
+    ("qwen", "x</tool_call>|<tool_call>( a|ab)"),
+])
+def test_pinned_languages(name, pattern):
+    exact(name, pattern)
+
+
+def test_the_scan_is_leftmost_longest():
+    """The transducer's output equals the reference cut (``cut.segments``) on every string tried."""
+    contents = {b"ab": 1, b"abc": 2, b"bcd": 3, b"\n": 4, b"\n\n": 5}
+    alphabet = [b + 1 for b in b"abcd\nx"]
+    scan = cut.scanner(contents, alphabet)
+    for text in [b"abcd", b"abcdx", b"xbcd", b"\n\n\n", b"aabcbcd", b"ab\n", b"bcdab", b"abcab", b""]:
+        a = compile_regex("".join(escape(chr(b)) for b in text)).fst
+        got = strings_of(a.copy().arcsort("olabel"), scan)
+        want = [[s + 1 for s in p] if isinstance(p, bytes) else [cut.CUT_BASE + p]
+                for p in cut.segments(text, contents)]
+        assert got == [label for part in want for label in part], text
+
+
+def strings_of(a: pynini.Fst, scan: pynini.Fst) -> list[int]:
+    """The one output of the scan on the one string of ``a``."""
+    out = pynini.compose(a, scan, connect=True).project("output").rmepsilon()
+    out = pynini.determinize(out).minimize().topsort()
+    labels = [arc.ilabel for s in out.states() for arc in out.arcs(s)]
+    assert out.num_states() == len(labels) + 1, "one output per text"
+    return labels
+
+
+def test_agnostic_promotion_spells_added_tokens_by_their_content():
+    """Agnostic: a non-special added token is one of the sequences that spell its content, in the
+    vocabulary (Gemma-style ``<unused1>``) or outside it (``<tool>``); the BPE model makes only the
+    former (``model_items``)."""
+    for name, content in [("gemma", "<unused1>"), ("llama2", "<tool>")]:
+        _, hf, model = tokenizer(name)
+        tid = hf.token_to_id(content)
+        got = paths(pipeline.build(model, escape(content)).fst)
+        assert (tid,) in got and len(got) > 1, name
+    _, hf, model = tokenizer("llama2")
+    assert hf.token_to_id("<tool>") not in dict(model.model_items())
+    assert hf.token_to_id("\n") in dict(model.model_items())  # in the vocabulary: the model makes it too
+
+
+def test_a_first_only_pre_tokenizer_is_refused_by_name():
+    """Metaspace's prepend_scheme first prepends on the text's first segment only: not modelled."""
+    path, hf = pl.trained("metaspace-first")
+    hf = Tokenizer.from_str(hf.to_str())
+    hf.add_tokens([AddedToken("\n", normalized=False, special=False)])
+    model = from_json(json.loads(hf.to_str()), "metaspace-first")
+    with pytest.raises(InputError, match="prepend_scheme first"):
+        pipeline.build(model, r"a\nb", canonical=True)
+    assert paths(pipeline.build(model, "ab", canonical=True).fst)  # no cut in the language: as before
+
+
+def test_many_contents_in_free_text_are_a_limit_before_the_scan_is_built():
+    _, _, model = tokenizer("gemma")
+    with pytest.raises(LimitError, match="non-special added tokens"):
+        pipeline.build(model, "[^x]{0,2}", canonical=True, limits=pipeline.Limits(max_states=50))
+
+
+def test_cli_promotes_a_newline_regex_and_refuses_at_the_limit(tmp_path):
+    path = tokenizer("gemma")[0]
+    out = tmp_path / "nl.fst"
+    done = run("promote", str(path), "-e", r"a\n\nb", "--canonical", str(out))
+    assert done.returncode == 0 and out.stat().st_size > 0, done.stderr
+    refused = run("promote", str(path), "-e", "[^x]{0,2}", "--canonical", "--max-states", "50", str(tmp_path / "x"))
+    assert refused.returncode == 3 and "non-special added tokens" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1 and not (tmp_path / "x").exists()
