@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tokfst_cli.batch import run
+from tokfst_cli.batch import local, run
 from tokfst_cli.batch import task as task_mod
 from tokfst_cli.batch.task import Limits
 
@@ -159,12 +159,15 @@ def test_an_input_past_the_task_timeout_is_stopped(tmp_path, monkeypatch):
     assert summary["timeout"] == 1 and _children() == []
 
 
-def test_workers_are_recycled_after_n_inputs(tmp_path):
+def test_workers_are_recycled_after_n_inputs(tmp_path, monkeypatch):
+    """A worker per input with recycle 1, and none forked after the last input (nothing is left)."""
     d = make_inputs(tmp_path / "in", {"date.re", "answer.re", "words/hex.re"})
-    pids = []
+    pids, forks = [], []
+    spawn = local.Pool._spawn
+    monkeypatch.setattr(local.Pool, "_spawn", lambda self: forks.append(1) or spawn(self))
     summary = run.run(run.plan(request(d, tmp_path / "out", jobs=1, recycle=1)),
                       on_start=lambda t, pid: pids.append(pid))
-    assert summary["compiled"] == 3 and len(set(pids)) == 3
+    assert summary["compiled"] == 3 and len(set(pids)) == 3 and len(forks) == 3
 
 
 def test_the_command_line_writes_results_and_a_json_summary(batch, tmp_path):

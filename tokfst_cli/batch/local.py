@@ -234,8 +234,8 @@ class Pool:
             if s.conn in ready:
                 yield from self._receive(s)
             elapsed = time.monotonic() - s.started
-            if not s.tasks:
-                if s.done >= self.recycle or s.gone:
+            if not s.tasks:  # recycled only while work is left (else the end of the run retires it)
+                if s.gone or (s.done >= self.recycle and self.pending):
                     self._retire(s)
                     self.slots[i] = self._spawn()
             elif s.gone or s.proc.sentinel in ready:
