@@ -75,7 +75,7 @@ def test_counts_up_to_max_len_equal_brute_force(name, tok, tokenizer):
     # "(" pushes), so its cut exploration says it does not know; "lists" comes back to a state
     assert got.longest_sequence is None and got.to_json()["sequences"]["finite"] is not True
     if name == "nest":
-        assert got.cut and got.to_json()["sequences"]["finite"] is None
+        assert got.stopped and got.unknown and got.to_json()["sequences"]["finite"] is None
 
 
 def test_a_cycle_in_the_explored_part_shows_the_language_infinite(tokenizer):
@@ -83,7 +83,9 @@ def test_a_cycle_in_the_explored_part_shows_the_language_infinite(tokenizer):
     hold a cycle ("1+1+..." returns to the same configuration), so "infinite" is known."""
     pdt = compile_grammar('start: e\ne: t ("+" t)*\nt: "(" e ")" | "1"\n', "lark")
     got = counting.tally_decoder(PushdownDecoder(tokenizer("gpt2"), pdt), tokenizer.lexicon("gpt2"), 5)
-    assert not got.cut and got.longest_sequence is None and got.to_json()["sequences"]["finite"] is False
+    doc = got.to_json()
+    assert got.stopped and not got.unknown and got.longest_sequence is None and doc["sequences"]["finite"] is False
+    assert doc["cut_at_max_len"] is True  # stopped at 5 tokens, and infinite all the same
 
 
 def test_cli_counts_a_pdt_and_needs_max_len(tmp_path):

@@ -296,15 +296,16 @@ class Tally:
     strings: list[int]
     longest_sequence: int | None  # None: infinite (or, ``cut``, not known)
     longest_string: int | None
-    cut: bool = False  # a pushdown language explored to max_len tokens, no cycle seen: finite? longest? unknown
+    stopped: bool = False  # a pushdown language whose exploration stopped at max_len tokens
+    unknown: bool = False  # ... and closed no cycle there: finite? longest? not known
 
     def to_json(self) -> dict:
         def part(counts: list[int], top: int | None) -> dict:
-            return {"by_length": counts, "total": sum(counts), "finite": None if self.cut else top is not None,
+            return {"by_length": counts, "total": sum(counts), "finite": None if self.unknown else top is not None,
                     "longest": top}
 
         return {"max_len": self.max_len, "sequences": part(self.sequences, self.longest_sequence),
-                "strings": part(self.strings, self.longest_string), "cut_at_max_len": self.cut}
+                "strings": part(self.strings, self.longest_string), "cut_at_max_len": self.stopped}
 
 
 def acceptor(decoder, max_arcs: int = MAX_ARCS, max_len: int | None = None) -> tuple[pynini.Fst, bool]:
@@ -330,8 +331,9 @@ def tally_decoder(decoder, lexicon: pynini.Fst, max_len: int | None = None, max_
     longest member are not known."""
     fst, cut = acceptor(decoder, max_arcs, max_len)
     got = tally(fst, lexicon, max_len, max_states)
+    got.stopped = cut
     if cut and got.longest_sequence is not None:  # an acyclic part of an unknown whole (a cycle: infinite)
-        got.cut, got.longest_sequence, got.longest_string = True, None, None
+        got.unknown, got.longest_sequence, got.longest_string = True, None, None
     return got
 
 

@@ -31,7 +31,7 @@ def table(tally: counting.Tally) -> str:
         if a or b:
             rows.append((str(k), str(a), str(b)))
     rows.append(("total", str(sum(seqs)), str(sum(strs))))
-    unknown = f"> {tally.max_len}?" if tally.cut else "infinite"  # a pushdown language cut at --max-len
+    unknown = f"> {tally.max_len}?" if tally.unknown else "infinite"  # a pushdown language cut at --max-len
     tops = (tally.longest_sequence, tally.longest_string)
     rows.append(("longest", *(unknown if x is None else str(x) for x in tops)))
     widths = [max(len(r[i]) for r in rows) for i in range(3)]

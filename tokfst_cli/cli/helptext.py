@@ -531,8 +531,9 @@ state from the start, into an acceptor of at most --max-arcs arcs (exit 3 past i
 grammar's pushdown artifact (promote --grammar) needs --max-len: its decoder is expanded
 breadth first to N tokens from the start, which holds every sequence of at most N tokens
 (and every string of at most N bytes), so the counts are exact; whether the language is
-finite and its longest member are then unknown ("> N?"; JSON "finite": null,
-"cut_at_max_len": true) unless a cycle shows it infinite. The
+finite and its longest member are then unknown ("> N?"; JSON "finite": null) unless a
+cycle shows it infinite; JSON "cut_at_max_len" is true whenever the expansion stopped at N
+tokens. The
 work is estimated before counting: (states + pairs of states joined by an arc) x (--max-len
 + 1) past 20,000,000 cells is refused (exit 3).
 
