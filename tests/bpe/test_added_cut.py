@@ -22,7 +22,7 @@ from tokfst_cli import pipeline
 from tokfst_cli.errors import InputError, LimitError
 from tokfst_cli.pretok import cut
 from tokfst_cli.text.regex import compile_regex
-from tokfst_cli.tokenizer.model import from_json
+from tokfst_cli.tokenizer.model import from_json, unicode_to_bytes
 
 from ..runner import run
 from . import pipelines as pl
@@ -30,8 +30,8 @@ from .test_pretokenized import paths, strings
 
 ADDED = {
     "gemma": ["\n", "\n\n", "\n\n\n", "\t", "\t\t", "▁▁", "▁▁▁", "<unused0>", "<unused1>", "<unused12>"],
-    "llama2": ["\n", "<tool>", "ab"],
-    "qwen": ["<tool_call>", "</tool_call>", "\n\n", "ab"],
+    "llama2": ["\n", "<tool>", "ab", "ÿ"],
+    "qwen": ["<tool_call>", "</tool_call>", "\n\n", "ab", "€"],
 }
 PIECES = {  # what the drawn regexes are made of, per configuration
     "gemma": ["a", "b", "x", " ", "  ", "\n", "\t", "▁", "<unused1", ">", "2"],
@@ -125,6 +125,23 @@ def test_agnostic_promotion_spells_added_tokens_by_their_content():
     _, hf, model = tokenizer("llama2")
     assert hf.token_to_id("<tool>") not in dict(model.model_items())
     assert hf.token_to_id("\n") in dict(model.model_items())  # in the vocabulary: the model makes it too
+
+
+@pytest.mark.parametrize("name, content, method", [("llama2", "ÿ", "implicit"), ("qwen", "€", "implicit"),
+                                                   ("qwen", "€", "gadgets")])
+def test_the_model_level_never_makes_an_added_token_outside_the_vocabulary(name, content, method):
+    """An added token outside the vocabulary ("ÿ" with byte fallback, "€" byte-level): HF's BPE model
+    spells its text with other tokens, and so does the model-level automaton."""
+    _, hf, model = tokenizer(name)
+    pattern = f"a{content}|{content}|b{content}a"
+    got = paths(pipeline.build(model, pattern, canonical=True, level="model", method=method).fst)
+    if model.style == "byte-level":
+        alphabet = {b: c for c, b in unicode_to_bytes().items()}
+        text = lambda s: "".join(alphabet[b] for b in s)  # noqa: E731
+    else:
+        text = lambda s: s.decode("utf-8")  # noqa: E731
+    want = {tuple(t.id for t in hf.model.tokenize(text(s))) for s in strings(compile_regex(pattern).fst)}
+    assert got == want and hf.token_to_id(content) not in {t for p in got for t in p}
 
 
 def test_a_first_only_pre_tokenizer_is_refused_by_name():

@@ -331,7 +331,7 @@ def initial_symbols_transducer(model: TokenizerModel) -> pynini.Fst:
     trie: dict[tuple[int, int], int] = {}
     for tid, tok in enumerate(model.tokens):
         surface = model.surfaces[tid]
-        if not tok or tid in model.special_ids or not surface:
+        if not tok or tid in model.not_in_model or not surface:
             continue
         text, pre, suf = model_text(model, tid)
         if len(text) != 1:
@@ -398,7 +398,7 @@ def _ignore_merges(result: pynini.Fst, init: pynini.Fst, model: TokenizerModel, 
     hf = HfBpe(model)
     words = []
     for tid, tok in enumerate(model.tokens):  # HF looks the raw word up: tokens without markers
-        if tok and tid not in model.special_ids and model_text(model, tid)[0] == tok:
+        if tok and tid not in model.not_in_model and model_text(model, tid)[0] == tok:
             try:
                 words.append((tid, hf.initial_symbols(tok)))
             except InputError:

@@ -40,7 +40,7 @@ class HfBpe:
         if model.family != "bpe":
             raise InputError(f"{model.source} is not a BPE tokenizer", "give a BPE tokenizer.json")
         self.model = model
-        self.ids = {t: i for i, t in enumerate(model.tokens) if t}
+        self.ids = model.model_vocab()
         prefix = model.options.get("continuing_subword_prefix") or ""
         self.prefix = prefix
         self.suffix = model.options.get("end_of_word_suffix") or ""

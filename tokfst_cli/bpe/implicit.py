@@ -146,9 +146,9 @@ class ImplicitBpe:
         if model.options.get("ignore_merges"):
             texts = [model_text(model, t)[0] for t in range(model.vocab_size)]
             self.derived["texts"] = texts
-            self.derived["vocab"] = {t for t in model.tokens if t}
+            self.derived["vocab"] = set(model.model_vocab())
             # HF returns such a token for the word spelled exactly like it, markers or not
-            self.derived["whole"] = np.array([bool(t) and t == x and i not in model.special_ids
+            self.derived["whole"] = np.array([bool(t) and t == x and i not in model.not_in_model
                                               for i, (t, x) in enumerate(zip(model.tokens, texts))])
             hf = HfBpe(model)  # merge tokenizations that ignore_merges replaces by one token
             self.derived["replaced"] = {int(w): hf.merge_all(_symbols(hf, model, int(w)))
@@ -285,7 +285,7 @@ def _fallback_dfa(model: TokenizerModel) -> tuple[np.ndarray, np.ndarray]:
     """DFA over bytes of (UTF-8 of characters absent from the vocabulary)*; state 0 = start."""
     if not model.options.get("byte_fallback"):
         return np.full((1, 256), -1, np.int32), np.ones(1, bool)
-    present = {ord(t) for t in model.tokens if len(t) == 1}
+    present = {ord(t) for t in model.model_vocab() if len(t) == 1}
     absent = utf8.complement(utf8.ranges_of(present))
     f = ranges_acceptor(absent).closure()
     f = pynini.determinize(f.rmepsilon()).minimize()
@@ -325,7 +325,7 @@ def compile_implicit(model: TokenizerModel, stages: dict | None = None) -> Impli
     allowed = der.reachable | der.fallback
     alone = np.zeros(n, bool)
     if model.options.get("ignore_merges"):  # merges never make these, but a word spelled as one is one
-        alone = ~allowed & np.array([bool(t) and i not in model.special_ids and not der.fallback[i]
+        alone = ~allowed & np.array([bool(t) and i not in model.not_in_model and not der.fallback[i]
                                      and model_text(model, i)[0] == t for i, t in enumerate(model.tokens)])
     fb_byte = np.full(n, -1, np.int16)
     for t in np.flatnonzero(der.fallback):

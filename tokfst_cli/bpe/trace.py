@@ -210,7 +210,7 @@ def derive(model: TokenizerModel, hf: HfBpe | None = None, table: MergeTable | N
     byte_fb = bool(model.options.get("byte_fallback"))
     cands = []
     for tid, tok in enumerate(model.tokens):
-        if not tok or tid in model.special_ids:
+        if not tok or tid in model.not_in_model:
             continue
         if byte_fb and len(tok) == 6 and tok.startswith("<0x") and tok.endswith(">"):
             fallback[tid] = monotone[tid] = True  # a leaf: created by no merge (rc = -1)

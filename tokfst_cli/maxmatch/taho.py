@@ -63,7 +63,7 @@ class Tries:
         self.goto: list[dict[int, int]] = [{} for _ in range(1 if shared else 2)]
         self.token: list[int] = [_NULL] * len(self.goto)
         for tid, surface in model.lexicon_items():
-            if tid in model.special_ids:
+            if tid in model.not_in_model:
                 continue
             node = self.cont if model.word_internal[tid] else 0
             for b in surface:

@@ -77,7 +77,7 @@ def risky(model: TokenizerModel, pre: pynini.Fst) -> bool:
     """Can a word of ``pre`` lack a complete greedy parse? Only where no single-character
     piece covers a position (word-initial for the first character, ``##`` for the others)."""
     single = [(model.word_internal[t], b.decode("utf-8", "replace")) for t, b in model.lexicon_items()
-              if t not in model.special_ids]
+              if t not in model.not_in_model]
     first = {c for internal, c in single if len(c) == 1 and not internal}
     later = {c for internal, c in single if len(c) == 1 and internal}
     if not first or not later:

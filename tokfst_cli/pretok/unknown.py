@@ -50,13 +50,13 @@ def _forms(model: TokenizerModel, c: str) -> list[str]:
 
 
 def _has(model: TokenizerModel, c: str) -> bool:
-    return all(model.token_id(f) is not None for f in _forms(model, c))
+    return all(f in model.model_vocab() for f in _forms(model, c))
 
 
 def _fallback_bytes(model: TokenizerModel) -> set[int]:
     if not model.options.get("byte_fallback"):
         return set()
-    return {b for b in range(256) if model.token_id(f"<0x{b:02X}>") is not None}
+    return {b for b in range(256) if f"<0x{b:02X}>" in model.model_vocab()}
 
 
 def _byte_ok(model: TokenizerModel, b: int, fb: set[int]) -> bool:
@@ -92,7 +92,7 @@ def _spellable(model: TokenizerModel) -> pynini.Fst | None:
     else:
         prefix = model.options.get("continuing_subword_prefix") or ""
         suffix = model.options.get("end_of_word_suffix") or ""
-        chars = {t for t in (strip_markers(tok, prefix, suffix)[0] for tok in model.tokens if tok) if len(t) == 1}
+        chars = {t for t in (strip_markers(tok, prefix, suffix)[0] for tok in model.model_vocab()) if len(t) == 1}
         ok = [ord(c) for c in chars if _has(model, c) and not 0xD800 <= ord(c) <= 0xDFFF]
         if ok:
             units.append(ranges_acceptor(ranges_of(ok)))

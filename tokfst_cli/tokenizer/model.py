@@ -66,7 +66,7 @@ class TokenizerModel:
     merge_new: list[int] = field(default_factory=list)  # BPE: the token each merge makes (empty: not known)
     options: dict[str, Any] = field(default_factory=dict)
     special_ids: frozenset[int] = frozenset()  # the special added tokens (control tokens, not text)
-    outside_vocab: frozenset[int] = frozenset()  # non-special added tokens the BPE model cannot make
+    outside_vocab: frozenset[int] = frozenset()  # added tokens outside the model's vocabulary (it never makes them)
     normalizer: Any = None
     pre_tokenizer: Any = None
     fingerprint: str = ""
@@ -76,6 +76,15 @@ class TokenizerModel:
     @property
     def vocab_size(self) -> int:
         return len(self.tokens)
+
+    @property
+    def not_in_model(self) -> frozenset[int]:
+        """The added tokens HF's BPE or WordPiece model never makes: special ones, and non-special
+        ones outside its vocabulary."""
+        got = self.__dict__.get("_not_in_model")
+        if got is None:
+            got = self.__dict__["_not_in_model"] = self.special_ids | self.outside_vocab
+        return got
 
     def token_id(self, token: str) -> int | None:
         return self._ids().get(token)
@@ -90,6 +99,14 @@ class TokenizerModel:
     def lexicon_items(self) -> list[tuple[int, bytes]]:
         """(id, surface) of every token that takes part in automata."""
         return [(i, s) for i, s in enumerate(self.surfaces) if s]
+
+    def model_vocab(self) -> dict[str, int]:
+        """HF's *model* vocabulary: token string -> id, without the added tokens outside it."""
+        got = self.__dict__.get("_model_vocab")
+        if got is None:
+            got = self.__dict__["_model_vocab"] = {t: i for i, t in enumerate(self.tokens)
+                                                   if t and i not in self.outside_vocab}
+        return got
 
     def model_items(self) -> list[tuple[int, bytes]]:
         """(id, model text) of every such token: the bytes HF's *model* reads for it after the
@@ -506,7 +523,7 @@ def from_json(data: dict, source: str = "<json>") -> TokenizerModel:
         aid = a["id"]
         if a.get("special"):
             special.add(aid)
-        elif aid >= len(tokens) or tokens[aid] != a["content"]:
+        if aid >= len(tokens) or tokens[aid] != a["content"]:
             outside.add(aid)
         if aid >= len(tokens):
             tokens.extend([""] * (aid + 1 - len(tokens)))
