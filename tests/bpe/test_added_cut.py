@@ -169,3 +169,15 @@ def test_cli_promotes_a_newline_regex_and_refuses_at_the_limit(tmp_path):
     refused = run("promote", str(path), "-e", "[^x]{0,2}", "--canonical", "--max-states", "50", str(tmp_path / "x"))
     assert refused.returncode == 3 and "non-special added tokens" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1 and not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("name", list(ADDED))
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_the_encoder_cuts_as_hf_does(name, data):
+    """``tokfst encode``'s encoder on texts made of the pieces and the added contents equals HF."""
+    from tokfst_cli.encoder.encode import Encoder
+
+    _, hf, model = tokenizer(name)
+    text = "".join(data.draw(st.lists(st.sampled_from(PIECES[name] + ADDED[name]), max_size=8)))
+    assert Encoder(model).encode(text) == hf.encode(text, add_special_tokens=False).ids, repr(text)
