@@ -2,8 +2,10 @@
 
 ``encode`` finds every added token's content in the raw text (``normalized: true`` ones in the
 normalized text) before the normalizer and pre-tokenizer run, and emits its id; each text
-segment between them goes through P alone. A regex whose language can contain such a content
-is refused (:class:`AddedTokenInLanguage`), so P alone is exact on the rest.
+segment between them goes through P alone. Special ones' texts are left out of the language
+(:func:`without_specials`); non-special ones matched on the raw text are cut as HF does
+(``pretok.cut``); a language that can contain any other added token's content is refused
+(:class:`AddedTokenInLanguage`), so P is exact on the rest.
 """
 
 from __future__ import annotations
