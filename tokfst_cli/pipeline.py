@@ -86,6 +86,7 @@ class Result:
     counted: Any = None  # filters.length.Counted: max_tokens kept as S and N (the product made on first use)
     arrays: Any = field(default=None, repr=False)  # artifacts.FstArrays of the acceptor decoder() reads, if read
     excluded: list[str] = field(default_factory=list)  # special tokens whose texts were left out (special_text)
+    cut: list[str] = field(default_factory=list)  # non-special added tokens cut out of the text (pretok.cut)
 
     @property
     def fst(self) -> pynini.Fst | None:
@@ -135,7 +136,8 @@ class Result:
                        terminals=len(self.terminals), max_tokens=self.counted.limit if self.counted else None)
         else:
             got.update(overflow=str(self.overflow) if self.overflow is not None else None)
-        got.update(excluded=list(self.excluded), healing=self.healing.to_json() if self.healing is not None else None)
+        got.update(excluded=list(self.excluded), cut=list(self.cut),
+                   healing=self.healing.to_json() if self.healing is not None else None)
         return got
 
     def decoder(self):
@@ -430,6 +432,10 @@ def build(model: TokenizerModel | str | Any, pattern: str, *, canonical: bool = 
         text = preprocess(model, a, canonical, limits, level, cache)
         if marked:
             lex, factorized_ok = _with_cuts(model, text, method, filters, cache, factorized_ok)
+            if lex is not None:
+                from tokfst_cli.pretok.cut import cut_labels  # deferred: start-up: only this path needs it
+
+                result.cut = [model.tokens[i] for i in cut_labels(text)]
     others = replace(filters, max_tokens=None)  # max_tokens: on the result, kept as S and N (_count_tokens)
     pending = filters.max_tokens is not None
     if maxmatch:

@@ -164,8 +164,9 @@ def test_many_contents_in_free_text_are_a_limit_before_the_scan_is_built():
 def test_cli_promotes_a_newline_regex_and_refuses_at_the_limit(tmp_path):
     path = tokenizer("gemma")[0]
     out = tmp_path / "nl.fst"
-    done = run("promote", str(path), "-e", r"a\n\nb", "--canonical", str(out))
+    done = run("promote", str(path), "-e", r"a\n\nb", "--canonical", str(out), "--json")
     assert done.returncode == 0 and out.stat().st_size > 0, done.stderr
+    assert json.loads(done.stdout)["cut"] == ["\n\n"]  # the cut, named
     refused = run("promote", str(path), "-e", "[^x]{0,2}", "--canonical", "--max-states", "50", str(tmp_path / "x"))
     assert refused.returncode == 3 and "non-special added tokens" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1 and not (tmp_path / "x").exists()

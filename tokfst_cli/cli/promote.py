@@ -390,6 +390,10 @@ def _write(result: pipeline.Result | pipeline.LazyForm, out: str | None, fmt: Fo
     if report.verbose and result.excluded:
         OUT.say(f"tokfst: left out the texts that contain the special tokens {', '.join(map(repr, result.excluded))} "
                 "(--special-text refuse refuses them)")
+    if report.verbose and result.cut:
+        more = len(result.cut) - 8
+        shown = ", ".join(map(repr, result.cut[:8])) + (f" and {more} more" if more > 0 else "")
+        OUT.say(f"tokfst: cut out as encode does, each a pre-token of its own: the added tokens {shown}")
     if result.healing is not None:
         h = result.healing
         OUT.say(f"tokfst: keep the prompt's first {len(h.kept)} tokens: {' '.join(map(str, h.kept)) or '(none)'}; "
