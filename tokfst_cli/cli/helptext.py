@@ -41,7 +41,8 @@ piece before them (word boundaries come with canonical MaxMatch).
 -v prints a summary on stderr; --json prints it as one JSON object on stdout: format
 (written: fst, index, lazy, factorized, pushdown), requested_format, out, bytes, form,
 pattern, fingerprint (the tokenizer's), canonical, seconds (building), total_seconds,
-states, arcs, tokens (distinct tokens on the arcs), terminals, max_tokens, excluded (special tokens whose texts were left out), cut (non-special added tokens cut out),
+states, arcs, tokens (distinct tokens on the arcs), terminals, max_tokens, excluded
+(special tokens whose texts were left out), cut (non-special added tokens cut out),
 healing; the lazy form gives states and classes of its byte DFA and fallback (the limit
 that --format auto met, or null). With the artifact on stdout (no OUT, or '-') --json
 is refused (exit 2), as OpenFst's tools never mix a report with a binary on stdout:
