@@ -182,3 +182,10 @@ def test_the_encoder_cuts_as_hf_does(name, data):
     _, hf, model = tokenizer(name)
     text = "".join(data.draw(st.lists(st.sampled_from(PIECES[name] + ADDED[name]), max_size=8)))
     assert Encoder(model).encode(text) == hf.encode(text, add_special_tokens=False).ids, repr(text)
+
+
+def test_options_that_do_not_model_cuts_are_refused_by_name():
+    _, _, model = tokenizer("gemma")
+    with pytest.raises(InputError, match="method precomputed cannot be combined with the added token"):
+        pipeline.build(model, r"a\nb", canonical=True, method="precomputed")
+    assert paths(pipeline.build(model, "ab", canonical=True, method="precomputed").fst)  # no cut: as before
