@@ -194,7 +194,7 @@ def preprocess(model: TokenizerModel, automaton: ByteAutomaton, canonical: bool 
             text = cut.language(model, automaton.fst, p, found, limits.max_states)
         else:
             text = image.language(automaton.fst, p, limits.max_states, image.domain(model))
-        unknown.check(model, cut.without_cuts(text))
+        unknown.check(model, cut.without_cuts(text) if found else text)
         return text
     unknown.check(model, automaton.fst)
     return automaton.fst
@@ -310,8 +310,7 @@ def _canonicalize_pretokenized(model: TokenizerModel, marked: pynini.Fst, imp, m
             try:
                 return pretokenized.materialize(marked, imp, marker, max_arcs=limits.max_arcs)
             except LimitError as e:  # with cut added tokens there is no factorized form to point to
-                raise (e.with_remedy("simplify") if e.remedy == "factorized" and _cuts_in(marked, marker) else e) \
-                    from None
+                raise (e.with_remedy("simplify") if e.remedy == "factorized" and result.cut else e) from None
 
         _materialized_or_factorized(
             result, materialize, lambda: _factorized_pair(pretokenized.factorize(marked, imp, count), result.pattern),
@@ -320,11 +319,6 @@ def _canonicalize_pretokenized(model: TokenizerModel, marked: pynini.Fst, imp, m
         table = token_table(model)
         result.fst.set_input_symbols(table).set_output_symbols(table)
     return result
-
-
-def _cuts_in(marked: pynini.Fst, marker: int) -> bool:
-    """Does S_M carry cut added tokens (labels past the boundary's, ``pretok.cut``)?"""
-    return any(arc.ilabel > marker for s in marked.states() for arc in marked.arcs(s))
 
 
 def canonicalize_maxmatch(model: TokenizerModel, automaton: ByteAutomaton, text: pynini.Fst, method: str,
@@ -431,11 +425,7 @@ def build(model: TokenizerModel | str | Any, pattern: str, *, canonical: bool = 
     with stage("P: preprocessing"):
         text = preprocess(model, a, canonical, limits, level, cache)
         if marked:
-            lex, factorized_ok = _with_cuts(model, text, method, filters, cache, factorized_ok)
-            if lex is not None:
-                from tokfst_cli.pretok.cut import cut_labels  # deferred: start-up: only this path needs it
-
-                result.cut = [model.tokens[i] for i in cut_labels(text)]
+            lex, factorized_ok, result.cut = _with_cuts(model, text, method, filters, cache, factorized_ok)
     others = replace(filters, max_tokens=None)  # max_tokens: on the result, kept as S and N (_count_tokens)
     pending = filters.max_tokens is not None
     if maxmatch:
@@ -475,14 +465,15 @@ def build(model: TokenizerModel | str | Any, pattern: str, *, canonical: bool = 
 
 
 def _with_cuts(model: TokenizerModel, text: pynini.Fst, method: str, filters: Filters, cache: bool,
-               factorized_ok: bool) -> tuple[pynini.Fst | None, bool]:
-    """Where Y holds cut added tokens (``pretok.cut``): T_M with their root arcs, and no factorized
-    form (its decoders do not model them); refused with the options that do not model them either."""
+               factorized_ok: bool) -> tuple[pynini.Fst | None, bool, list[str]]:
+    """Where Y holds cut added tokens (``pretok.cut``): T_M with their root arcs, no factorized form
+    (its decoders do not model them) and the tokens cut; refused with the options that do not
+    model them either."""
     from tokfst_cli.pretok import cut  # deferred: start-up: only this path needs it
 
-    ids = cut.cut_labels(text)
+    ids = cut.cut_labels(text) if cut.cuttable(model) else []
     if not ids:
-        return None, factorized_ok
+        return None, factorized_ok, []
     what = ("method precomputed" if method == "precomputed" else "token filters" if filters.token_level()
             else None)
     if what is not None:
@@ -491,7 +482,8 @@ def _with_cuts(model: TokenizerModel, text: pynini.Fst, method: str, filters: Fi
                          hint="added-token-options", what=what)
     from tokfst_cli.promotion.lexicon import lexicon  # deferred: start-up: only this path needs it
 
-    return cut.lexicon_with_cuts(lexicon(model, cache=cache, marked=True), ids, model.vocab_size), False
+    t = cut.lexicon_with_cuts(lexicon(model, cache=cache, marked=True), ids, model.vocab_size)
+    return t, False, [model.tokens[i] for i in ids]
 
 
 SPECIAL_TEXT = ("exclude", "refuse")
