@@ -184,6 +184,24 @@ def test_the_encoder_cuts_as_hf_does(name, data):
     assert Encoder(model).encode(text) == hf.encode(text, add_special_tokens=False).ids, repr(text)
 
 
+def test_normalized_added_tokens_without_a_normalizer_are_one_pass_of_their_own():
+    """HF matches ``normalized: true`` contents after the raw ones, on each normalized piece: with no
+    normalizer and no raw ones that is the same single pass (modelled); beside raw ones, refused."""
+    path, hf = pl.trained("gpt2")
+    hf = Tokenizer.from_str(hf.to_str())
+    hf.add_tokens([AddedToken("<x>", normalized=True, special=False), AddedToken("<xy>", normalized=True)])
+    model = from_json(json.loads(hf.to_str()), "gpt2-normalized")
+    for pattern in ["a<x>|<xy>b|<x>y", "( <x>){1,2}"]:
+        want = {tuple(hf.encode(s.decode("utf-8"), add_special_tokens=False).ids)
+                for s in strings(compile_regex(pattern).fst)}
+        assert paths(pipeline.build(model, pattern, canonical=True).fst) == want, pattern
+    hf.add_tokens([AddedToken("<z>", normalized=False, special=False)])
+    model = from_json(json.loads(hf.to_str()), "gpt2-both")
+    with pytest.raises(InputError, match="'<x>'"):
+        pipeline.build(model, "a<x>", canonical=True)
+    assert paths(pipeline.build(model, "a<z>", canonical=True).fst)
+
+
 def test_options_that_do_not_model_cuts_are_refused_by_name():
     _, _, model = tokenizer("gemma")
     with pytest.raises(InputError, match="method precomputed cannot be combined with the added token"):
