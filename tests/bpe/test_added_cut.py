@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from tokenizers import AddedToken, Tokenizer
 
 from tokfst_cli import pipeline
+from tokfst_cli.encoder.encode import Encoder
 from tokfst_cli.errors import InputError, LimitError
 from tokfst_cli.pretok import cut
 from tokfst_cli.text.regex import compile_regex
@@ -177,8 +178,6 @@ def test_cli_promotes_a_newline_regex_and_refuses_at_the_limit(tmp_path):
 @given(data=st.data())
 def test_the_encoder_cuts_as_hf_does(name, data):
     """``tokfst encode``'s encoder on texts made of the pieces and the added contents equals HF."""
-    from tokfst_cli.encoder.encode import Encoder
-
     _, hf, model = tokenizer(name)
     text = "".join(data.draw(st.lists(st.sampled_from(PIECES[name] + ADDED[name]), max_size=8)))
     assert Encoder(model).encode(text) == hf.encode(text, add_special_tokens=False).ids, repr(text)
@@ -186,7 +185,7 @@ def test_the_encoder_cuts_as_hf_does(name, data):
 
 def test_normalized_added_tokens_without_a_normalizer_are_one_pass_of_their_own():
     """HF matches ``normalized: true`` contents after the raw ones, on each normalized piece: with no
-    normalizer and no raw ones that is the same single pass (modelled); beside raw ones, refused."""
+    normalizer that is one pass (modelled) unless a raw content can overlap one of them (refused)."""
     path, hf = pl.trained("gpt2")
     hf = Tokenizer.from_str(hf.to_str())
     hf.add_tokens([AddedToken("<x>", normalized=True, special=False), AddedToken("<xy>", normalized=True)])
@@ -195,10 +194,18 @@ def test_normalized_added_tokens_without_a_normalizer_are_one_pass_of_their_own(
         want = {tuple(hf.encode(s.decode("utf-8"), add_special_tokens=False).ids)
                 for s in strings(compile_regex(pattern).fst)}
         assert paths(pipeline.build(model, pattern, canonical=True).fst) == want, pattern
-    hf.add_tokens([AddedToken("<z>", normalized=False, special=False)])
+    hf.add_tokens([AddedToken("<z>", normalized=False, special=False)])  # no overlap with <x>, <xy>: one pass
     model = from_json(json.loads(hf.to_str()), "gpt2-both")
+    for pattern in ["a<x>|<xy><z>", "<z><x>y"]:
+        want = {tuple(hf.encode(s.decode("utf-8"), add_special_tokens=False).ids)
+                for s in strings(compile_regex(pattern).fst)}
+        assert paths(pipeline.build(model, pattern, canonical=True).fst) == want, pattern
+    hf.add_tokens([AddedToken("x>y", normalized=False, special=False)])  # HF: "<x>y" is ['<', 'x>y']
+    model = from_json(json.loads(hf.to_str()), "gpt2-overlap")
     with pytest.raises(InputError, match="'<x>'"):
         pipeline.build(model, "a<x>", canonical=True)
+    with pytest.raises(InputError, match="'<x>'"):
+        Encoder(model)
     assert paths(pipeline.build(model, "a<z>", canonical=True).fst)
 
 

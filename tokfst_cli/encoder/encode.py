@@ -64,7 +64,8 @@ class Encoder:
         kept, unmodelled = splitting(model)
         if unmodelled and level == "pipeline":
             content = next(iter(unmodelled.values()))
-            raise InputError(f"added token {content!r} strips spaces, matches single words or normalized text, which "
+            raise InputError(f"added token {content!r} strips spaces, matches single words or normalized text (or "
+                             "overlaps a raw one, matched first), which "
                              "the encoder does not model", "give a tokenizer without such added tokens, or level model",
                              hint=HINT)
         self.added = {a["content"]: int(a["id"]) for a in model.added_tokens if a.get("id") in kept}

@@ -32,8 +32,13 @@ def splitting(model: TokenizerModel) -> tuple[set[int], dict[int, str]]:
     """(the added tokens HF splits out of the raw text as they are, the others: id -> content).
     A split token is a segment of its own between complete text segments; the others strip
     spaces around them, match single words only, or match normalized text, which a checker of
-    token sequences does not model (it refuses a sequence that holds one, by name)."""
-    splits: set[int] = set()
+    token sequences does not model (it refuses a sequence that holds one, by name).
+
+    HF matches ``normalized: false`` contents on the raw text first and ``normalized: true`` ones
+    on each piece after it; without a normalizer that is one leftmost-longest pass over both
+    unless a content of one kind can overlap one of the other in a text (a substring, or a
+    suffix that is a prefix): then the ``normalized: true`` ones are not modelled."""
+    splits: dict[int, tuple[str, bool]] = {}
     unmodelled: dict[int, str] = {}
     for a in model.added_tokens:
         aid = a.get("id")
@@ -41,8 +46,19 @@ def splitting(model: TokenizerModel) -> tuple[set[int], dict[int, str]]:
             if any(a.get(k) for k in ("lstrip", "rstrip", "single_word")) or (a.get("normalized") and model.normalizer):
                 unmodelled[aid] = str(a.get("content"))
             else:
-                splits.add(aid)
-    return splits, unmodelled
+                splits[aid] = (str(a.get("content")), bool(a.get("normalized")))
+    raw = [c for c, n in splits.values() if not n]
+    late = {i: c for i, (c, n) in splits.items() if n}
+    if raw and late and any(_overlap(x, y) for x in raw for y in late.values()):
+        unmodelled.update(late)
+        return {i for i in splits if i not in late}, unmodelled
+    return set(splits), unmodelled
+
+
+def _overlap(x: str, y: str) -> bool:
+    """Can matches of ``x`` and ``y`` overlap in some text (one inside the other, or a suffix of
+    one the other's prefix)?"""
+    return x in y or y in x or any(x.endswith(y[:k]) or y.endswith(x[:k]) for k in range(1, min(len(x), len(y))))
 
 
 def contents(model: TokenizerModel, normalized: bool) -> list[str]:

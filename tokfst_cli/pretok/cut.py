@@ -25,6 +25,7 @@ import pynini
 from tokfst_cli.automata.fsts import linear
 from tokfst_cli.automata.symbols import MARKER
 from tokfst_cli.errors import InputError, LimitError
+from tokfst_cli.pretok.added import splitting
 from tokfst_cli.pretok.image import table
 from tokfst_cli.tokenizer.model import TokenizerModel
 
@@ -32,21 +33,11 @@ CUT_BASE = 1 << 20  # text label of the cut of added token ``id``: CUT_BASE + id
 
 
 def cuttable(model: TokenizerModel) -> dict[bytes, int]:
-    """The non-special added tokens HF cuts out of the raw text as they are, in one leftmost-longest
-    pass: content (UTF-8) -> id. HF matches ``normalized: false`` ones on the raw text first, then
-    ``normalized: true`` ones on each normalized piece; without a normalizer the second pass is
-    the first one's kind only when the first has no tokens (else those are not modelled)."""
-    raw: dict[bytes, int] = {}
-    normalized: dict[bytes, int] = {}
-    for a in model.added_tokens:
-        aid, text = a.get("id"), a.get("content")
-        if (isinstance(aid, int) and 0 <= aid < model.vocab_size and isinstance(text, str) and text
-                and not a.get("special") and not any(a.get(k) for k in ("lstrip", "rstrip", "single_word"))):
-            if not a.get("normalized"):
-                raw.setdefault(text.encode("utf-8"), aid)
-            elif not model.normalizer:
-                normalized.setdefault(text.encode("utf-8"), aid)
-    return raw or normalized
+    """The non-special added tokens HF cuts out of the text in one leftmost-longest pass
+    (``added.splitting``): content (UTF-8) -> id."""
+    splits, _ = splitting(model)
+    return {str(a["content"]).encode("utf-8"): a["id"] for a in model.added_tokens
+            if a.get("id") in splits and not a.get("special") and a.get("content")}
 
 
 def occurring(a: pynini.Fst, contents: dict[bytes, int]) -> dict[bytes, int]:
