@@ -145,15 +145,17 @@ def test_the_model_level_never_makes_an_added_token_outside_the_vocabulary(name,
     assert got == want and hf.token_to_id(content) not in {t for p in got for t in p}
 
 
-def test_a_first_only_pre_tokenizer_is_refused_by_name():
-    """Metaspace's prepend_scheme first prepends on the text's first segment only: not modelled."""
-    path, hf = pl.trained("metaspace-first")
+@pytest.mark.parametrize("name", ["metaspace-first", "metaspace-always"])
+def test_metaspace_prepends_as_hf_after_a_cut(name):
+    """prepend_scheme first prepends "▁" on the text's first segment only, always on every one."""
+    _, hf = pl.trained(name)
     hf = Tokenizer.from_str(hf.to_str())
-    hf.add_tokens([AddedToken("\n", normalized=False, special=False)])
-    model = from_json(json.loads(hf.to_str()), "metaspace-first")
-    with pytest.raises(InputError, match="prepend_scheme first"):
-        pipeline.build(model, r"a\nb", canonical=True)
-    assert paths(pipeline.build(model, "ab", canonical=True).fst)  # no cut in the language: as before
+    hf.add_tokens([AddedToken("\n", normalized=False, special=False), AddedToken("<t>", normalized=False)])
+    model = from_json(json.loads(hf.to_str()), name)
+    for pattern in [r"a\nb", r"\n a|a<t>b c", r"(ab|\n)(<t>| b)?"]:
+        want = {tuple(hf.encode(s.decode("utf-8"), add_special_tokens=False).ids)
+                for s in strings(compile_regex(pattern).fst)}
+        assert paths(pipeline.build(model, pattern, canonical=True).fst) == want, pattern
 
 
 def test_many_contents_in_free_text_are_a_limit_before_the_scan_is_built():

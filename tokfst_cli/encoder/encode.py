@@ -29,11 +29,10 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from tokfst_cli.automata.fst_io import cached_fst
 from tokfst_cli.bpe.hf import HfBpe
 from tokfst_cli.encoder.incremental import EagerTables, EagerWord, eager_ok
 from tokfst_cli.errors import InputError, UsageError
-from tokfst_cli.pretok import build, image, split
+from tokfst_cli.pretok import image, split
 from tokfst_cli.pretok.added import splitting
 from tokfst_cli.tokenizer.model import TokenizerModel, bytes_to_unicode
 from tokfst_cli.tokenizer.model import load as load_tokenizer
@@ -187,14 +186,10 @@ class Encoder:
         return Stream(self)
 
     def _variant(self, where: str):
-        """Stage P of a later segment or of a continuation (:func:`_inner`), built once."""
+        """Stage P of a later segment or of a continuation (``image.variant``), built once."""
         got = self._variants.get(where)
         if got is None:
-            data = {"normalizer": _inner(self._data.get("normalizer"), True, where),
-                    "pre_tokenizer": _inner(self._data.get("pre_tokenizer"), False, where)}
-            key = f"pretok-{where}-{self.model.fingerprint}"
-            got = cached_fst(key, lambda: build.transducer(data)) if self.model.fingerprint else build.transducer(data)
-            got = self._variants[where] = got.arcsort("ilabel")
+            got = self._variants[where] = image.variant(self.model, where).arcsort("ilabel")
         return got
 
 
@@ -211,30 +206,6 @@ def _per_character(spec) -> bool:
         pattern = spec.get("pattern") or {}
         return isinstance(pattern.get("String"), str) and len(pattern["String"]) == 1
     return kind == "Prepend"
-
-
-def _inner(spec, normalizer: bool, where: str):
-    """A normalizer or pre-tokenizer spec as it acts on a later segment (``where`` "segment":
-    Metaspace's prepend_scheme first does not prepend) or on text continuing a segment after a
-    pre-token boundary ("continuation": no text-start behaviour at all: Prepend, a left Strip,
-    ByteLevel's and Metaspace's prefix space)."""
-    if not isinstance(spec, dict):
-        return spec
-    kind = spec.get("type")
-    key = "normalizers" if normalizer else "pretokenizers"
-    if kind == "Sequence":
-        return {**spec, key: [x for x in (_inner(i, normalizer, where) for i in spec.get(key) or []) if x is not None]}
-    if kind == "Metaspace" and (where == "continuation" or spec.get("prepend_scheme") == "first"):
-        return {**spec, "prepend_scheme": "never", "add_prefix_space": False}
-    if where == "segment":
-        return spec
-    if kind == "Prepend":
-        return None
-    if kind == "Strip":
-        return {**spec, "strip_left": False}
-    if kind == "ByteLevel":
-        return {**spec, "add_prefix_space": False}
-    return spec
 
 
 HOLD = 2  # pre-tokens held back at the end of the text seen: more text may still change them

@@ -8,8 +8,9 @@ every segment between them alone. Here, for a regex's byte DFA A:
     scanner     that scan as a deterministic transducer over bytes: a content becomes the label
                 ``CUT_BASE + id``, every other byte is copied; a pending prefix of a content is
                 held back until the longest match (or none) is known (delay: the longest content)
-    language    Y = DET(PROJ_out(A o Scan o P_seg)), P_seg = P ((cut : MARKER cut MARKER) P)*:
-                P restarts after every cut, and each cut is a pre-token of its own
+    language    Y = DET(PROJ_out(A o Scan o P_seg)), P_seg = P ((cut : MARKER cut MARKER) P')*:
+                P restarts after every cut (P': as on a later segment, where Metaspace's
+                prepend_scheme first does not prepend), and each cut is a pre-token of its own
 
 Stage S reads a cut label through T_M's root arc (:func:`lexicon_with_cuts`), stage C accepts
 it only as a whole word (``bpe.pretokenized``), and the result carries the added token's id.
@@ -24,9 +25,9 @@ import pynini
 
 from tokfst_cli.automata.fsts import linear
 from tokfst_cli.automata.symbols import MARKER
-from tokfst_cli.errors import InputError, LimitError
+from tokfst_cli.errors import LimitError
 from tokfst_cli.pretok.added import splitting
-from tokfst_cli.pretok.image import table
+from tokfst_cli.pretok.image import table, variant
 from tokfst_cli.tokenizer.model import TokenizerModel
 
 CUT_BASE = 1 << 20  # text label of the cut of added token ``id``: CUT_BASE + id (past every other text label)
@@ -155,40 +156,25 @@ def scanner(contents: dict[bytes, int], alphabet: list[int]) -> pynini.Fst:
     return _Scan(contents).fst(sorted(set(alphabet)))
 
 
-def restarting(p: pynini.Fst, ids: list[int]) -> pynini.Fst:
-    """P_seg = P ((cut : MARKER cut MARKER) P)*: P on each segment alone, every cut a pre-token."""
+def restarting(p: pynini.Fst, later: pynini.Fst, ids: list[int]) -> pynini.Fst:
+    """P_seg = P ((cut : MARKER cut MARKER) P')*: P on each segment alone (P' on the segments after
+    a cut, where they differ), every cut a pre-token of its own."""
     cut = pynini.union(*(linear([CUT_BASE + i], [MARKER, CUT_BASE + i, MARKER]) for i in ids))
-    return pynini.concat(p.copy(), pynini.concat(cut, p.copy()).closure())
+    return pynini.concat(p.copy(), pynini.concat(cut, later.copy()).closure())
 
 
-class RestartsNotModelled(InputError):
-    """A pre-tokenizer that behaves differently on the first segment than on the others."""
-
-    def __init__(self, content: str, component: str):
-        super().__init__(f"the regex can match text containing the added token {content!r}, after which the "
-                         f"tokenizer's {component} behaves differently than at the start of the text, which tokfst "
-                         "does not model", "exclude that text from the regex, or use the model level",
-                         hint="added-token", content=content)
-
-
-def _first_only(spec) -> str | None:
-    """The component that treats the text's first segment apart (Metaspace ``prepend_scheme: first``)."""
+def _first_only(spec) -> bool:
+    """Does a pre-tokenizer treat the text's first segment apart (Metaspace ``prepend_scheme: first``)?"""
     if isinstance(spec, dict):
         if spec.get("type") == "Metaspace" and spec.get("prepend_scheme") == "first":
-            return "Metaspace pre-tokenizer (prepend_scheme first)"
-        for sub in spec.get("pretokenizers") or ():
-            got = _first_only(sub)
-            if got:
-                return got
-    return None
+            return True
+        return any(_first_only(sub) for sub in spec.get("pretokenizers") or ())
+    return False
 
 
 def language(model: TokenizerModel, a: pynini.Fst, p: pynini.Fst, found: dict[bytes, int],
              max_states: int) -> pynini.Fst:
     """Y with the cuts of ``found`` (:func:`occurring`): the minimal DFA over bytes, MARKER and cut labels."""
-    first = _first_only(model.pre_tokenizer)
-    if first:
-        raise RestartsNotModelled(next(iter(found)).decode("utf-8"), first)
     alphabet = sorted({arc.ilabel for s in a.states() for arc in a.arcs(s) if 0 < arc.ilabel <= 256})
     scan = _Scan(found)
     size = scan.size(len(alphabet))
@@ -199,7 +185,8 @@ def language(model: TokenizerModel, a: pynini.Fst, p: pynini.Fst, found: dict[by
     if marked.num_states() > max_states:
         raise LimitError("A o Scan", "max_states", max_states, marked.num_states(), remedy="simplify")
     marked = pynini.determinize(marked.project("output").rmepsilon()).minimize()
-    y = pynini.compose(marked.arcsort("olabel"), restarting(p, sorted(found.values())).arcsort("ilabel"),
+    later = variant(model, "segment") if _first_only(model.pre_tokenizer) else p  # no first-only prepend there
+    y = pynini.compose(marked.arcsort("olabel"), restarting(p, later, sorted(found.values())).arcsort("ilabel"),
                        connect=True)
     if y.num_states() > max_states:
         raise LimitError("A o P", "max_states", max_states, y.num_states(), remedy="simplify")

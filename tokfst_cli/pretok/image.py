@@ -38,6 +38,39 @@ def for_model(model: TokenizerModel, cache: bool = True) -> pynini.Fst:
     return p
 
 
+def variant(model: TokenizerModel, where: str) -> pynini.Fst:
+    """P as it acts on a later segment (after an added token) or on text continuing a segment
+    (:func:`inner`), cached by fingerprint."""
+    data = {"normalizer": inner(model.normalizer, True, where),
+            "pre_tokenizer": inner(model.pre_tokenizer, False, where)}
+    make = lambda: build.transducer(data)  # noqa: E731
+    return cached_fst(f"pretok-{where}-{model.fingerprint}", make) if model.fingerprint else make()
+
+
+def inner(spec, normalizer: bool, where: str):
+    """A normalizer or pre-tokenizer spec as it acts on a later segment (``where`` "segment":
+    Metaspace's prepend_scheme first does not prepend) or on text continuing a segment after a
+    pre-token boundary ("continuation": no text-start behaviour at all: Prepend, a left Strip,
+    ByteLevel's and Metaspace's prefix space)."""
+    if not isinstance(spec, dict):
+        return spec
+    kind = spec.get("type")
+    key = "normalizers" if normalizer else "pretokenizers"
+    if kind == "Sequence":
+        return {**spec, key: [x for x in (inner(i, normalizer, where) for i in spec.get(key) or []) if x is not None]}
+    if kind == "Metaspace" and (where == "continuation" or spec.get("prepend_scheme") == "first"):
+        return {**spec, "prepend_scheme": "never", "add_prefix_space": False}
+    if where == "segment":
+        return spec
+    if kind == "Prepend":
+        return None
+    if kind == "Strip":
+        return {**spec, "strip_left": False}
+    if kind == "ByteLevel":
+        return {**spec, "add_prefix_space": False}
+    return spec
+
+
 class OutsideDomain(InputError):
     """A regex with texts outside P's domain: a normalizer modelled only on the texts it leaves
     unchanged (NFC, NFD, NFKC, NFKD) would change them."""
