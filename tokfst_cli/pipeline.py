@@ -186,7 +186,7 @@ def preprocess(model: TokenizerModel, automaton: ByteAutomaton, canonical: bool 
         p = image.for_model(model, cache)
         found = cut.occurring(automaton.fst, cut.cuttable(model))  # non-special added tokens HF cuts out
         added.check(model, automaton.fst, build.normalizer(model.normalizer) if added.contents(model, True) else None,
-                    modelled=set(found))
+                    modelled=set(cut.cuttable(model)))  # cut where they occur
         if found:
             domain = image.domain(model)
             if domain is not None:
@@ -209,6 +209,12 @@ def promote(model: TokenizerModel, automaton: ByteAutomaton, limits: Limits = Li
 
 def _promote(model: TokenizerModel, automaton: ByteAutomaton, limits: Limits, lexicon: pynini.Fst | None,
              cache: bool, marked: bool, terminals: bool = False):
+    if marked and lexicon is None and model.added_tokens:  # cut added tokens in Y: T_M reads them (pretok.cut)
+        from tokfst_cli.pretok import cut  # deferred: start-up: only this path needs it
+        from tokfst_cli.promotion.lexicon import lexicon as read  # deferred: start-up: only this path needs it
+
+        if cut.cuttable(model):
+            lexicon = cut.marked_lexicon(model, read(model, cache=cache, marked=True), automaton.fst)
     return promote_agnostic(model, automaton, lexicon, max_states=limits.max_states, marked=marked,
                             terminals=terminals, cache=cache)
 
@@ -425,7 +431,7 @@ def build(model: TokenizerModel | str | Any, pattern: str, *, canonical: bool = 
     with stage("P: preprocessing"):
         text = preprocess(model, a, canonical, limits, level, cache)
         if marked:
-            lex, factorized_ok, result.cut = _with_cuts(model, text, method, filters, cache, factorized_ok)
+            factorized_ok, result.cut = _with_cuts(model, text, method, filters, factorized_ok)
     others = replace(filters, max_tokens=None)  # max_tokens: on the result, kept as S and N (_count_tokens)
     pending = filters.max_tokens is not None
     if maxmatch:
@@ -464,26 +470,23 @@ def build(model: TokenizerModel | str | Any, pattern: str, *, canonical: bool = 
     return result
 
 
-def _with_cuts(model: TokenizerModel, text: pynini.Fst, method: str, filters: Filters, cache: bool,
-               factorized_ok: bool) -> tuple[pynini.Fst | None, bool, list[str]]:
-    """Where Y holds cut added tokens (``pretok.cut``): T_M with their root arcs, no factorized form
-    (its decoders do not model them) and the tokens cut; refused with the options that do not
-    model them either."""
+def _with_cuts(model: TokenizerModel, text: pynini.Fst, method: str, filters: Filters,
+               factorized_ok: bool) -> tuple[bool, list[str]]:
+    """Where Y holds cut added tokens (``pretok.cut``; stage S reads them, ``_promote``): no
+    factorized form (its decoders do not model them), and the tokens cut; refused with the
+    options that do not model them either."""
     from tokfst_cli.pretok import cut  # deferred: start-up: only this path needs it
 
     ids = cut.cut_labels(text) if cut.cuttable(model) else []
     if not ids:
-        return None, factorized_ok, []
+        return factorized_ok, []
     what = ("method precomputed" if method == "precomputed" else "token filters" if filters.token_level()
             else None)
     if what is not None:
         raise InputError(f"{what} cannot be combined with the added token {model.tokens[ids[0]]!r} this regex "
                          "can match", "use the default method and no token filters, or exclude that text",
                          hint="added-token-options", what=what)
-    from tokfst_cli.promotion.lexicon import lexicon  # deferred: start-up: only this path needs it
-
-    t = cut.lexicon_with_cuts(lexicon(model, cache=cache, marked=True), ids, model.vocab_size)
-    return t, False, [model.tokens[i] for i in ids]
+    return False, [model.tokens[i] for i in ids]
 
 
 SPECIAL_TEXT = ("exclude", "refuse")

@@ -10,6 +10,7 @@ are exactly {encode(s) : s in L}; agnostic promotion spells an added token by it
 from __future__ import annotations
 
 import json
+import re
 from functools import lru_cache
 
 import pynini
@@ -92,8 +93,20 @@ def test_pinned_languages(name, pattern):
     exact(name, pattern)
 
 
+def reference_cut(text: bytes, contents: dict[bytes, int]) -> list[bytes | int]:
+    """Leftmost-longest by ``re``: at the leftmost start, the alternatives longest first."""
+    pattern = re.compile(b"|".join(re.escape(w) for w in sorted(contents, key=lambda w: (-len(w), w))))
+    out: list[bytes | int] = []
+    pos = 0
+    for m in pattern.finditer(text):
+        out += [text[pos:m.start()]] if m.start() > pos else []
+        out.append(contents[m.group()])
+        pos = m.end()
+    return out + ([text[pos:]] if pos < len(text) else [])
+
+
 def test_the_scan_is_leftmost_longest():
-    """The transducer's output equals the reference cut (``cut.segments``) on every string tried."""
+    """The transducer's output equals a reference leftmost-longest cut on every string tried."""
     contents = {b"ab": 1, b"abc": 2, b"bcd": 3, b"\n": 4, b"\n\n": 5}
     alphabet = [b + 1 for b in b"abcd\nx"]
     scan = cut.scanner(contents, alphabet)
@@ -101,7 +114,7 @@ def test_the_scan_is_leftmost_longest():
         a = compile_regex("".join(escape(chr(b)) for b in text)).fst
         got = strings_of(a.copy().arcsort("olabel"), scan)
         want = [[s + 1 for s in p] if isinstance(p, bytes) else [cut.CUT_BASE + p]
-                for p in cut.segments(text, contents)]
+                for p in reference_cut(text, contents)]
         assert got == [label for part in want for label in part], text
 
 
@@ -216,3 +229,16 @@ def test_options_that_do_not_model_cuts_are_refused_by_name():
     with pytest.raises(InputError, match="method precomputed cannot be combined with the added token"):
         pipeline.build(model, r"a\nb", canonical=True, method="precomputed")
     assert paths(pipeline.build(model, "ab", canonical=True, method="precomputed").fst)  # no cut: as before
+
+
+def test_the_agnostic_automaton_over_pre_tokenized_text_reads_cuts():
+    """``tokfst inspect``'s A -> P -> S (no C) holds each cut as the added token's id, and the
+    canonical automaton is inside it."""
+    from tokfst_cli.analysis.inspection import agnostic_preprocessed
+
+    _, hf, model = tokenizer("gemma")
+    pattern = r"a\n\nb|<unused1>x"
+    got = paths(agnostic_preprocessed(model, pipeline.accept(pattern)))
+    want = {tuple(hf.encode(s.decode("utf-8"), add_special_tokens=False).ids)
+            for s in strings(compile_regex(pattern).fst)}
+    assert want <= got and all(hf.token_to_id("\n\n") in p or hf.token_to_id("<unused1>") in p for p in got)

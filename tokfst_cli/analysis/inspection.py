@@ -95,7 +95,10 @@ def agnostic_preprocessed(model: TokenizerModel, automaton: ByteAutomaton,
     marker = marker_label(model)
     if filters.token_level():
         marked = apply_tokens(model, marked, filters, marker, agnostic=True)
-    f = marked.copy().relabel_pairs(ipairs=[(marker, 0)], opairs=[(marker, 0)]).rmepsilon()
+    from tokfst_cli.pretok.cut import ids_of_cuts  # deferred: start-up: only this path needs it
+
+    pairs = [(marker, 0), *ids_of_cuts(marked, model.vocab_size)]  # the boundary erased, cuts as their ids
+    f = marked.copy().relabel_pairs(ipairs=pairs, opairs=pairs).rmepsilon()
     d = pynini.determinize(f, nstate=limits.max_states + 1)
     if d.num_states() > limits.max_states:
         raise LimitError("the agnostic automaton over the pre-tokenized text", "max_states", limits.max_states,

@@ -4,7 +4,7 @@ HF's ``encode`` first finds the added tokens' contents in the raw text, leftmost
 Aho-Corasick scan), emits each as its token and runs the normalizer, pre-tokenizer and model on
 every segment between them alone. Here, for a regex's byte DFA A:
 
-    occurring   the contents that occur in some string of L(A) (one composition)
+    occurring   the contents that occur in some string of L(A) (A's trim DFA walked over their trie)
     scanner     that scan as a deterministic transducer over bytes: a content becomes the label
                 ``CUT_BASE + id``, every other byte is copied; a pending prefix of a content is
                 held back until the longest match (or none) is known (delay: the longest content)
@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 import pynini
 
+from tokfst_cli.automata.arrays import fst_arrays, unique
 from tokfst_cli.automata.fsts import linear
 from tokfst_cli.automata.symbols import MARKER
 from tokfst_cli.errors import LimitError
@@ -35,10 +36,13 @@ CUT_BASE = 1 << 20  # text label of the cut of added token ``id``: CUT_BASE + id
 
 def cuttable(model: TokenizerModel) -> dict[bytes, int]:
     """The non-special added tokens HF cuts out of the text in one leftmost-longest pass
-    (``added.splitting``): content (UTF-8) -> id."""
-    splits, _ = splitting(model)
-    return {str(a["content"]).encode("utf-8"): a["id"] for a in model.added_tokens
-            if a.get("id") in splits and not a.get("special") and a.get("content")}
+    (``added.splitting``): content (UTF-8) -> id, made once per loaded tokenizer."""
+    got = model.__dict__.get("_cuttable")
+    if got is None:
+        splits, _ = splitting(model)
+        got = model.__dict__["_cuttable"] = {str(a["content"]).encode("utf-8"): a["id"] for a in model.added_tokens
+                                             if a.get("id") in splits and not a.get("special") and a.get("content")}
+    return got
 
 
 def occurring(a: pynini.Fst, contents: dict[bytes, int]) -> dict[bytes, int]:
@@ -62,30 +66,11 @@ def occurring(a: pynini.Fst, contents: dict[bytes, int]) -> dict[bytes, int]:
         for j in range(k, len(w)):
             if len(states):
                 nxt = delta[states, w[j] + 1]
-                states = np.unique(nxt[nxt >= 0])
+                states = unique(nxt[nxt >= 0])
             reach[w[:j + 1]] = states
         if len(states):
             found[w] = contents[w]
     return found
-
-
-def segments(text: bytes, contents: dict[bytes, int]) -> list[bytes | int]:
-    """HF's leftmost-longest cut of ``text``: byte strings and added ids (a reference for tests)."""
-    out: list[bytes | int] = []
-    i = start = 0
-    longest = max(map(len, contents), default=0)
-    while i < len(text):
-        hit = next((text[i:j] for j in range(min(len(text), i + longest), i, -1) if text[i:j] in contents), None)
-        if hit is None:
-            i += 1
-            continue
-        if i > start:
-            out.append(text[start:i])
-        out.append(contents[hit])
-        i = start = i + len(hit)
-    if start < len(text):
-        out.append(text[start:])
-    return out
 
 
 class _Scan:
@@ -197,12 +182,38 @@ def language(model: TokenizerModel, a: pynini.Fst, p: pynini.Fst, found: dict[by
 
 
 def cut_labels(y: pynini.Fst) -> list[int]:
-    """The added ids whose cut labels occur in Y."""
-    return sorted({arc.ilabel - CUT_BASE for s in y.states() for arc in y.arcs(s) if arc.ilabel >= CUT_BASE})
+    """The added ids whose cut labels occur in Y (its arcs read in bulk)."""
+    labels = fst_arrays(y).ilabel
+    return (unique(labels[labels >= CUT_BASE].astype(np.int64)) - CUT_BASE).tolist()
 
 
-def lexicon_with_cuts(t: pynini.Fst, ids: list[int], vocab_size: int) -> pynini.Fst:
-    """T_M with a root arc per cut: CUT_BASE + id -> token label ``cut_token(id)`` + 1."""
+def marked_lexicon(model: TokenizerModel, t: pynini.Fst, y: pynini.Fst) -> pynini.Fst:
+    """Stage S's T_M for Y: with a root arc per cut Y holds (:func:`lexicon_with_cuts`), else T_M."""
+    ids = cut_labels(y) if cuttable(model) else []
+    return lexicon_with_cuts(model, t, ids) if ids else t
+
+
+def ids_of_cuts(s: pynini.Fst, vocab_size: int) -> list[tuple[int, int]]:
+    """Label pairs turning S_M's cut tokens (``cut_token``) into the added tokens' ids (for an S_M
+    read without stage C, which writes them itself)."""
+    labels = fst_arrays(s).ilabel
+    cuts = unique(labels[labels > vocab_size + 1].astype(np.int64)).tolist()
+    return [(lab, lab - vocab_size - 1) for lab in cuts]
+
+
+def lexicon_with_cuts(model: TokenizerModel, t: pynini.Fst, ids: list[int]) -> pynini.Fst:
+    """T_M with a root arc per cut: CUT_BASE + id -> token label ``cut_token(id)`` + 1, kept per
+    loaded tokenizer for the last few sets of cuts (one object each: stage S's trie of it is kept too)."""
+    kept = model.__dict__.setdefault("_cut_lexicons", {})
+    got = kept.get(tuple(ids))
+    if got is None:
+        while len(kept) >= 4:
+            kept.pop(next(iter(kept)))
+        got = kept[tuple(ids)] = _with_root_arcs(t, ids, model.vocab_size)
+    return got
+
+
+def _with_root_arcs(t: pynini.Fst, ids: list[int], vocab_size: int) -> pynini.Fst:
     t = t.copy()
     one = pynini.Weight.one(t.weight_type())
     root = t.start()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pynini
@@ -47,7 +48,7 @@ def variant(model: TokenizerModel, where: str) -> pynini.Fst:
     return cached_fst(f"pretok-{where}-{model.fingerprint}", make) if model.fingerprint else make()
 
 
-def inner(spec, normalizer: bool, where: str):
+def inner(spec: Any, normalizer: bool, where: str) -> Any:
     """A normalizer or pre-tokenizer spec as it acts on a later segment (``where`` "segment":
     Metaspace's prepend_scheme first does not prepend) or on text continuing a segment after a
     pre-token boundary ("continuation": no text-start behaviour at all: Prepend, a left Strip,
